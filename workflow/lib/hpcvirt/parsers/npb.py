@@ -1,0 +1,164 @@
+"""Parser for NAS Parallel Benchmarks (NPB-MPI 3.3.x and 3.4.x) output.
+
+Only the result summary that rank 0 prints at the end of a run is read::
+
+     CG Benchmark Completed.
+     Class           =                        S
+     Size            =                     1400
+     Iterations      =                       15
+     Time in seconds =                     0.03
+     Total processes =                        2
+     Active processes=                        2      <- 3.4 only
+     Compiled procs  =                        2      <- 3.3 only
+     Mop/s total     =                  2645.08
+     Mop/s/process   =                  1322.54
+     ...
+     Verification    =               SUCCESSFUL
+     Version         =                    3.4.1
+
+Emitted measurements, all with benchmark ``npb-<kernel>`` (``npb-cg``,
+``npb-ep``, ...), ``variant`` = class letter, ``verified=True``:
+
+* ``mops_total``        Mop/s  ("Mop/s total")
+* ``mops_per_process``  Mop/s  ("Mop/s/process", as printed)
+* ``time``              s      ("Time in seconds"), omitted when printed as
+  0.00: the run took under 5 ms and the value carries no information (IS.S,
+  MG.S).  The Mop/s figures of such runs are still emitted but are noise.
+
+``iteration_count`` is the summary's Iterations (None for EP, which prints 0).
+``extra`` holds ``suite_version``, ``class``, ``size``, ``total_processes``,
+``active_processes`` and, for 3.3, ``compiled_procs``.
+
+Active processes < total processes (3.4 with ``NPB_NPROCS_STRICT=off``, e.g.
+3 ranks of which 2 work): the run did complete and verify, so it is parsed.
+``ranks`` is the *active* count, the processes that did the work; the total
+is kept in ``extra["total_processes"]``.  NPB computes "Mop/s/process" over
+the *total* count, and the value is kept as printed, so for such runs
+``mops_per_process`` is not ``mops_total / ranks``.  3.3 prints no active
+count; there active = total.
+
+:class:`~hpcvirt.tidy.ParseError` is raised when there is no result summary
+(run cut, killed, interrupted, wrong process count, MPI_Abort), a summary
+field is missing or not a number, Verification is not SUCCESSFUL, the class
+is ``U`` (unverifiable, non-standard input), or the file contains any MPI /
+launcher / benchmark error text, even next to a complete summary.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hpcvirt.tidy import Measurement, ParseError
+
+COMPLETED_RE = re.compile(r"^\s*(?P<name>[A-Z][A-Z0-9-]*) Benchmark Completed\.?\s*$", re.MULTILINE)
+FIELD_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z /]*?)\s*=\s*(?P<value>.*?)\s*$")
+INT_RE = re.compile(r"^\d+$")
+NUMBER_RE = re.compile(r"^\d+(?:\.\d+)?$")
+CLASS_RE = re.compile(r"^[A-Z]$")
+
+# Text that only appears when the MPI library, the launcher or the benchmark
+# itself reports a failure.
+ERROR_RE = re.compile(
+    r"mpirun (?:detected|noticed|was unable)"
+    r"|Primary job\s+terminated"
+    r"|MPI_ABORT|MPI_Abort|^Abort\("
+    r"|BAD TERMINATION|APPLICATION TERMINATED"
+    r"|^\s*\*\*\* ERROR|^\s*Error:"
+    r"|Segmentation fault"
+    r"|srun: error",
+    re.MULTILINE,
+)
+
+REQUIRED = (
+    "Class",
+    "Size",
+    "Iterations",
+    "Time in seconds",
+    "Total processes",
+    "Mop/s total",
+    "Mop/s/process",
+    "Verification",
+    "Version",
+)
+
+
+def _number(path: Path, fields: dict[str, str], key: str, pattern: re.Pattern[str]) -> str:
+    value = fields[key]
+    if not pattern.match(value):
+        raise ParseError(path, f"summary field {key!r} is not a number: {value!r}")
+    return value
+
+
+def parse(path) -> list[Measurement]:
+    """Parse one NPB output file into measurements (see module docstring)."""
+    path = Path(path)
+    content = path.read_text(errors="replace")
+
+    error = ERROR_RE.search(content)
+    if error:
+        line = content[: error.start()].count("\n") + 1
+        raise ParseError(path, f"MPI/launcher/benchmark error text {error.group(0).strip()!r} at line {line}")
+
+    completed = list(COMPLETED_RE.finditer(content))
+    if not completed:
+        raise ParseError(path, "no result summary ('<NAME> Benchmark Completed.'): run did not finish")
+    if len(completed) > 1:
+        raise ParseError(path, f"{len(completed)} result summaries, expected one")
+    name = completed[0].group("name")
+
+    fields: dict[str, str] = {}
+    for line in content[completed[0].end() :].splitlines():
+        m = FIELD_RE.match(line)
+        if m:
+            fields.setdefault(m.group("key"), m.group("value"))
+    missing = [key for key in REQUIRED if key not in fields]
+    if missing:
+        raise ParseError(path, f"result summary lacks {', '.join(missing)} (output cut?)")
+
+    klass = fields["Class"]
+    if klass == "U":
+        raise ParseError(path, "class U (non-standard input, no reference values)")
+    if fields["Verification"] != "SUCCESSFUL":
+        raise ParseError(path, f"Verification = {fields['Verification']}")
+    if not CLASS_RE.match(klass):
+        raise ParseError(path, f"unexpected class {klass!r}")
+
+    total = int(_number(path, fields, "Total processes", INT_RE))
+    active = int(_number(path, fields, "Active processes", INT_RE)) if "Active processes" in fields else total
+    iterations = int(_number(path, fields, "Iterations", INT_RE))
+    time_s = float(_number(path, fields, "Time in seconds", NUMBER_RE))
+    mops_total = float(_number(path, fields, "Mop/s total", NUMBER_RE))
+    mops_per_process = float(_number(path, fields, "Mop/s/process", NUMBER_RE))
+    if active < 1 or active > total:
+        raise ParseError(path, f"active processes {active} not in 1..{total}")
+    if mops_total <= 0 or mops_per_process <= 0:
+        raise ParseError(path, "Mop/s is zero")
+
+    extra = {
+        "suite_version": fields["Version"],
+        "class": klass,
+        "size": fields["Size"],
+        "total_processes": str(total),
+        "active_processes": str(active),
+    }
+    if "Compiled procs" in fields:
+        extra["compiled_procs"] = fields["Compiled procs"]
+
+    values = [("mops_total", "Mop/s", mops_total), ("mops_per_process", "Mop/s", mops_per_process)]
+    if time_s > 0:
+        values.append(("time", "s", time_s))
+    return [
+        Measurement(
+            benchmark=f"npb-{name.lower()}",
+            metric=metric,
+            unit=unit,
+            value=value,
+            iteration_count=iterations or None,
+            ranks=active,
+            variant=klass,
+            verified=True,
+            extra=dict(extra),
+        )
+        for metric, unit, value in values
+    ]

@@ -1,0 +1,211 @@
+"""Parser for OSU Micro-Benchmarks (OMB) MPI output, versions 5.x and 7.x.
+
+An OMB output is one table::
+
+    # OSU MPI Latency Test v7.4          <- title line: benchmark and version
+    # Datatype: MPI_CHAR.                <- 7.x only
+    # Size       Avg Latency(us)         <- column header line
+    1                       0.42         <- one row per message size
+    ...
+
+Every value cell becomes one :class:`~hpcvirt.tidy.Measurement`.  Columns are
+identified by their header text, never by position:
+
+==========================  ======================  =====
+header text                 metric                  unit
+==========================  ======================  =====
+``Avg Latency(us)``         ``latency_avg``         us
+``Latency (us)`` (5.x)      ``latency_avg``         us
+``Min Latency(us)``         ``latency_min``         us
+``Max Latency(us)``         ``latency_max``         us
+``P<n> Tail Lat(us)``       ``latency_p<n>``        us
+``Bandwidth (MB/s)``        ``bandwidth``           MB/s
+``P<n> Tail BW(MB/s)``      ``bandwidth_p<n>``      MB/s
+``Iterations``              (no metric: sets ``iteration_count`` of the row)
+==========================  ======================  =====
+
+OMB 5.x pt2pt ``Latency (us)`` is the mean over the timed iterations, the
+same quantity 7.x labels ``Avg Latency(us)``, hence the shared metric name.
+
+Bidirectional bandwidth (``osu_bibw``) keeps the metric ``bandwidth`` and the
+benchmark ``osu_bibw``, and is marked ``variant="bidirectional"`` so that a
+filter on metric and variant alone cannot mix it with ``osu_bw``.
+
+``msg_bytes`` is the Size column.  ``ranks`` is left unset: the output does
+not print the process count.  ``extra`` holds ``suite_version`` (e.g. "7.4")
+and, when printed, ``datatype`` (e.g. "MPI_CHAR").
+
+:class:`~hpcvirt.tidy.ParseError` is raised when the file has no title line,
+no column header or no data rows; contains any MPI / launcher error text
+(even if rows were parsed); has an unknown column; has a row that is not
+complete and numeric (including a last line without its newline, i.e. a cut
+file); has message sizes that are not strictly increasing; or, when
+``expected_max_bytes`` is given, ends before that size.  Unrecognised lines
+before the title (e.g. loader warnings) are ignored; after the column header
+only data rows and blank lines are allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hpcvirt.tidy import Measurement, ParseError
+
+TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
+DATATYPE_RE = re.compile(r"^# Datatype: (?P<datatype>\w+)\.?\s*$")
+COLUMN_HEADER_RE = re.compile(r"^# Size\s+(?P<columns>.+?)\s*$")
+SIZE_RE = re.compile(r"^\d+$")
+NUMBER_RE = re.compile(r"^\d+(?:\.\d+)?$")
+
+# Text that only appears when the MPI library, the launcher or the benchmark
+# itself reports a failure or refuses to run.
+ERROR_RE = re.compile(
+    r"mpirun (?:detected|noticed|was unable)"
+    r"|Primary job\s+terminated"
+    r"|MPI_ABORT|MPI_Abort|^Abort\("
+    r"|BAD TERMINATION|APPLICATION TERMINATED"
+    r"|requires exactly two processes"
+    r"|requires at least two processes"
+    r"|Invalid option"
+    r"|^\s*Usage:"
+    r"|Segmentation fault"
+    r"|srun: error",
+    re.MULTILINE,
+)
+
+# Title text (between "OSU MPI" and "Test") -> benchmark name.
+BENCHMARKS: dict[str, str] = {
+    "Latency": "osu_latency",
+    "Bandwidth": "osu_bw",
+    "Bi-Directional Bandwidth": "osu_bibw",
+    "Allreduce Latency": "osu_allreduce",
+    "All-to-All Personalized Exchange Latency": "osu_alltoall",
+    "Allgather Latency": "osu_allgather",
+    "Broadcast Latency": "osu_bcast",
+    "Reduce Latency": "osu_reduce",
+    "Gather Latency": "osu_gather",
+    "Scatter Latency": "osu_scatter",
+}
+BIDIRECTIONAL = {"osu_bibw"}
+
+# Column header text -> (metric, unit); metric None marks the Iterations
+# column.  "{n}" is replaced by the percentile captured in the label.
+COLUMNS: list[tuple[re.Pattern[str], str | None, str | None]] = [
+    (re.compile(r"Avg Latency\(us\)"), "latency_avg", "us"),
+    (re.compile(r"Latency \(us\)"), "latency_avg", "us"),
+    (re.compile(r"Min Latency\(us\)"), "latency_min", "us"),
+    (re.compile(r"Max Latency\(us\)"), "latency_max", "us"),
+    (re.compile(r"P(?P<n>\d+) Tail Lat\(us\)"), "latency_p{n}", "us"),
+    (re.compile(r"Bandwidth \(MB/s\)"), "bandwidth", "MB/s"),
+    (re.compile(r"P(?P<n>\d+) Tail BW\(MB/s\)"), "bandwidth_p{n}", "MB/s"),
+    (re.compile(r"Iterations"), None, None),
+]
+
+
+def _columns(path: Path, text: str) -> list[tuple[str | None, str | None]]:
+    """Split the column header text (after "# Size") into (metric, unit) pairs."""
+    found = []
+    pos = 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        for label_re, metric, unit in COLUMNS:
+            m = label_re.match(text, pos)
+            if m:
+                if metric is not None and "{n}" in metric:
+                    metric = metric.format(n=m.group("n"))
+                found.append((metric, unit))
+                pos = m.end()
+                break
+        else:
+            raise ParseError(path, f"unknown column in header at {text[pos:]!r}")
+    return found
+
+
+def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
+    """Parse one OMB output file into measurements (see module docstring)."""
+    path = Path(path)
+    content = path.read_text(errors="replace")
+
+    error = ERROR_RE.search(content)
+    if error:
+        line = content[: error.start()].count("\n") + 1
+        raise ParseError(path, f"MPI/launcher error text {error.group(0)!r} at line {line}")
+
+    benchmark = version = datatype = None
+    columns: list[tuple[str | None, str | None]] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    lines = content.split("\n")
+    for lineno, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if columns is None:
+            title = TITLE_RE.match(stripped)
+            if title:
+                if benchmark is not None:
+                    raise ParseError(path, f"second title line at line {lineno}")
+                version = title.group("version")
+                benchmark = BENCHMARKS.get(title.group("title"))
+                if benchmark is None:
+                    raise ParseError(path, f"unknown OSU benchmark title {title.group('title')!r}")
+            elif benchmark is not None and (m := DATATYPE_RE.match(stripped)):
+                datatype = m.group("datatype")
+            elif benchmark is not None and (m := COLUMN_HEADER_RE.match(stripped)):
+                columns = _columns(path, m.group("columns"))
+            continue
+        if not stripped:
+            continue
+        cells = stripped.split()
+        if len(cells) != len(columns) + 1:
+            raise ParseError(
+                path, f"line {lineno} has {len(cells)} fields, expected {len(columns) + 1}: {stripped!r}"
+            )
+        if not SIZE_RE.match(cells[0]) or not all(NUMBER_RE.match(c) for c in cells[1:]):
+            raise ParseError(path, f"line {lineno} is not a numeric data row: {stripped!r}")
+        if lineno == len(lines):
+            raise ParseError(path, f"last line {lineno} has no newline (output cut): {stripped!r}")
+        rows.append((lineno, cells))
+
+    if benchmark is None:
+        raise ParseError(path, "no '# OSU MPI ... Test vX.Y' title line")
+    if columns is None:
+        raise ParseError(path, "no '# Size ...' column header line")
+    if not rows:
+        raise ParseError(path, "no data rows")
+
+    sizes = [int(cells[0]) for _, cells in rows]
+    for (lineno, _), previous, size in zip(rows[1:], sizes, sizes[1:]):
+        if size <= previous:
+            raise ParseError(path, f"line {lineno}: size {size} does not increase (previous {previous})")
+    if expected_max_bytes is not None and sizes[-1] < expected_max_bytes:
+        raise ParseError(
+            path, f"sweep ends at {sizes[-1]} B, expected up to {expected_max_bytes} B (truncated)"
+        )
+
+    extra = {"suite_version": version}
+    if datatype:
+        extra["datatype"] = datatype
+    variant = "bidirectional" if benchmark in BIDIRECTIONAL else ""
+    iterations_at = [i for i, (metric, _) in enumerate(columns) if metric is None]
+
+    measurements = []
+    for size, (_, cells) in zip(sizes, rows):
+        values = cells[1:]
+        iteration_count = int(float(values[iterations_at[0]])) if iterations_at else None
+        for (metric, unit), value in zip(columns, values):
+            if metric is None:
+                continue
+            measurements.append(
+                Measurement(
+                    benchmark=benchmark,
+                    metric=metric,
+                    unit=unit,
+                    value=float(value),
+                    msg_bytes=size,
+                    iteration_count=iteration_count,
+                    variant=variant,
+                    extra=dict(extra),
+                )
+            )
+    return measurements

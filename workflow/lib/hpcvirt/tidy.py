@@ -1,0 +1,102 @@
+"""The tidy result schema: the one contract between parsing and plotting.
+
+One row per measured value.  Parsers return :class:`Measurement` objects that
+carry only what the benchmark output itself says (metric, unit, value, message
+size, counts); :func:`to_rows` adds the run context (testbed, stack, ...) that
+comes from the job, never from the output.  Statistics are computed
+downstream from these rows, never inside parsers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+# Column order of the tidy table (DESIGN.md section 4).
+COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "testbed",
+    "virtualization",
+    "interconnect",
+    "stack",
+    "mpi",
+    "benchmark",
+    "variant",
+    "metric",
+    "unit",
+    "value",
+    "msg_bytes",
+    "ranks",
+    "nodes",
+    "ranks_per_node",
+    "placement",
+    "rep",
+    "iteration_count",
+    "warmup",
+    "verified",
+    "started_at",
+    "raw_path",
+)
+
+# Units a parser may emit.  Anything else is a bug in the parser.
+UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s", "count"})
+
+
+class ParseError(ValueError):
+    """A raw benchmark output that must not be turned into numbers.
+
+    Raised for truncated, failed or error outputs.  The message always names
+    the file so that a user can open it.
+    """
+
+    def __init__(self, path: str, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured value as read from a benchmark output."""
+
+    benchmark: str
+    metric: str
+    unit: str
+    value: float
+    msg_bytes: int | None = None
+    iteration_count: int | None = None
+    ranks: int | None = None
+    variant: str = ""
+    verified: bool | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"unit {self.unit!r} is not one of {sorted(UNITS)}")
+
+
+def to_rows(measurements: Iterable[Measurement], context: Mapping[str, object]) -> list[dict]:
+    """Combine parser output with the job context into tidy rows.
+
+    ``context`` supplies every column the output cannot know (run_id, testbed,
+    virtualization, interconnect, stack, mpi, nodes, ranks_per_node,
+    placement, rep, warmup, started_at, raw_path, and optionally ranks).
+    Values measured by the parser win over the context for ``ranks``.
+    """
+    rows = []
+    for m in measurements:
+        row = {col: context.get(col) for col in COLUMNS}
+        row.update(
+            benchmark=m.benchmark,
+            variant=m.variant or context.get("variant", "") or "",
+            metric=m.metric,
+            unit=m.unit,
+            value=float(m.value),
+            msg_bytes=m.msg_bytes,
+            iteration_count=m.iteration_count,
+            verified=m.verified,
+        )
+        if m.ranks is not None:
+            row["ranks"] = m.ranks
+        rows.append(row)
+    return rows
