@@ -1,0 +1,64 @@
+"""Parser for NetPIPE 3.x output (NPmpi / NPopenmpi / NPmpich2 / NPtcp).
+
+NetPIPE prints one line per message size on the transmitting rank::
+
+      5:       8 bytes  14832 times -->     17.92 Mbps in       3.41 usec
+
+``usec`` is the one-way time (half of the round trip) of the best of
+NetPIPE's trials for that size; ``Mbps`` is size / that time in 10^6 bit/s.
+``times`` is the number of ping-pongs per trial, which NetPIPE chose
+itself.  Each line gives two measurements: ``latency`` (us) and
+``bandwidth`` (Mbit/s), with ``iteration_count`` = times.
+
+ParseError is raised for an empty output, a launcher/MPI error, a line that
+looks like a result but does not parse (a cut line), sizes that do not
+increase, no result lines, and -- when ``expected_max_bytes`` is given -- a
+sweep that stopped before that size (truncation).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..tidy import Measurement, ParseError
+from .common import check_no_mpi_error, read_text
+
+LINE_RE = re.compile(
+    r"^\s*(?P<idx>\d+):\s+(?P<bytes>\d+) bytes\s+(?P<times>\d+) times -->\s+"
+    r"(?P<mbps>\d+(?:\.\d+)?) Mbps in\s+(?P<usec>\d+(?:\.\d+)?) usec\s*$"
+)
+# Anything starting like a result line must match LINE_RE completely.
+RESULT_START_RE = re.compile(r"^\s*\d+:\s+\d+ bytes")
+
+
+def parse(path, *, expected_max_bytes: int | None = None, benchmark: str = "netpipe") -> list[Measurement]:
+    text = read_text(path)
+    check_no_mpi_error(path, text)
+    out: list[Measurement] = []
+    last = 0
+    lines = text.splitlines()
+    for lineno, line in enumerate(lines, 1):
+        if not RESULT_START_RE.match(line):
+            continue
+        m = LINE_RE.match(line)
+        if not m:
+            raise ParseError(path, f"line {lineno} is cut or malformed: {line.strip()!r}")
+        size = int(m["bytes"])
+        if size <= last:
+            raise ParseError(path, f"line {lineno}: size {size} does not increase (previous {last})")
+        last = size
+        times = int(m["times"])
+        usec, mbps = float(m["usec"]), float(m["mbps"])
+        if usec <= 0 or mbps <= 0:
+            raise ParseError(path, f"line {lineno}: non-positive result {line.strip()!r}")
+        out.append(Measurement(benchmark, "latency", "us", usec, msg_bytes=size, iteration_count=times))
+        out.append(Measurement(benchmark, "bandwidth", "Mbit/s", mbps, msg_bytes=size, iteration_count=times))
+    if not out:
+        raise ParseError(path, "no NetPIPE result lines: the run did not reach its main loop")
+    if not text.endswith("\n") and RESULT_START_RE.match(lines[-1]):
+        raise ParseError(path, "the last result line has no line end: the output was cut")
+    if expected_max_bytes is not None and last < expected_max_bytes:
+        raise ParseError(
+            path, f"truncated: the sweep stopped at {last} bytes, expected up to {expected_max_bytes} bytes"
+        )
+    return out

@@ -1,0 +1,77 @@
+"""Parser for qperf TCP tests run with ``-vu -uu`` (verbose used, unified units).
+
+Output blocks look like::
+
+    tcp_lat:
+        latency   =        5815 ns
+        msg_size  =           1 bytes
+        time      =  1000000000 ns
+
+``tcp_lat`` latency is qperf's one-way latency (half the round trip), emitted
+as ``latency`` in us; ``tcp_bw`` ``bw`` (bytes/sec) is emitted as
+``bandwidth`` in MB/s (10^6 bytes/s).  ParseError for a failed connection, a
+block without its value or size, and -- when ``expected_sizes`` is given --
+any missing size (truncation).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..tidy import Measurement, ParseError
+from .common import read_text
+
+BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
+FIELD_RE = re.compile(r"^\s+(?P<key>\w+)\s+=\s+(?P<value>\d+(?:\.\d+)?)\s+(?P<unit>ns|bytes/sec|bytes)\s*$")
+FAIL_RE = re.compile(r"failed to connect|failed to|server not responding|invalid|usage:", re.IGNORECASE)
+
+
+def _flush(path, block, out):
+    test, fields = block
+    if "msg_size" not in fields:
+        raise ParseError(path, f"a {test} result has no msg_size: the output was cut")
+    size = int(fields["msg_size"][0])
+    if test == "tcp_lat":
+        if "latency" not in fields:
+            raise ParseError(path, f"tcp_lat at {size} bytes has no latency: the output was cut")
+        value, unit = fields["latency"]
+        us = value / 1000.0 if unit == "ns" else None
+        out.append(Measurement("qperf", "latency", "us", us, msg_bytes=size, variant="tcp_lat"))
+    else:
+        if "bw" not in fields:
+            raise ParseError(path, f"tcp_bw at {size} bytes has no bw: the output was cut")
+        value, _unit = fields["bw"]
+        out.append(Measurement("qperf", "bandwidth", "MB/s", value / 1e6, msg_bytes=size, variant="tcp_bw"))
+
+
+def parse(path, *, expected_sizes: list[int] | None = None) -> list[Measurement]:
+    text = read_text(path)
+    fail = FAIL_RE.search(text)
+    if fail:
+        line = text[text.rfind("\n", 0, fail.start()) + 1 : text.find("\n", fail.end())].strip()
+        raise ParseError(path, f"qperf failed: {line!r}")
+    out: list[Measurement] = []
+    block = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = BLOCK_RE.match(line)
+        if m:
+            if block:
+                _flush(path, block, out)
+            block = (m["test"], {})
+            continue
+        f = FIELD_RE.match(line)
+        if not f or block is None:
+            raise ParseError(path, f"line {lineno} is not qperf -vu -uu output: {line.strip()!r}")
+        block[1][f["key"]] = (float(f["value"]), f["unit"])
+    if block:
+        _flush(path, block, out)
+    if not out:
+        raise ParseError(path, "no qperf results")
+    if expected_sizes is not None:
+        got = sorted(m.msg_bytes for m in out)
+        missing = sorted(set(expected_sizes) - set(got))
+        if missing:
+            raise ParseError(path, f"truncated: no result for sizes {missing}")
+    return out

@@ -1,0 +1,194 @@
+"""Provenance of one run: where, with what, how.
+
+Only named facts are recorded.  The process environment is never dumped:
+the only environment variables that appear are the ones the testbed file
+sets for the benchmark (validated by the testbed schema), so no secret can
+leak into a provenance file.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from .config import REPO_ROOT
+
+# Debian packages whose exact versions define the local software stack.
+STACK_PACKAGES = (
+    "openmpi-bin",
+    "libopenmpi3",
+    "mpich",
+    "libmpich12",
+    "netpipe-openmpi",
+    "netpipe-mpich2",
+    "qperf",
+    "libucx0",
+    "libpmix2",
+    "hwloc",
+)
+
+
+def _run(argv: list[str], timeout: float = 20) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout if res.returncode == 0 else None
+
+
+def sha256_bytes(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def config_hash(*objs) -> str:
+    """Stable hash of configuration objects (sorted-key JSON)."""
+    blob = json.dumps(objs, sort_keys=True, default=str).encode()
+    return sha256_bytes(blob)
+
+
+@functools.lru_cache(maxsize=1)
+def git_info(repo: str = str(REPO_ROOT)) -> dict:
+    commit = _run(["git", "-C", repo, "rev-parse", "HEAD"])
+    dirty = _run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"])
+    return {
+        "commit": commit.strip() if commit else None,
+        "dirty": bool(dirty.strip()) if dirty is not None else None,
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_info() -> dict:
+    out = _run(["lscpu", "-J"])
+    fields = {}
+    if out:
+        for item in json.loads(out).get("lscpu", []):
+            key = item.get("field", "").rstrip(":")
+            if key in (
+                "Architecture",
+                "Model name",
+                "Vendor ID",
+                "CPU(s)",
+                "Thread(s) per core",
+                "Core(s) per socket",
+                "Socket(s)",
+                "NUMA node(s)",
+                "L1d cache",
+                "L2 cache",
+                "L3 cache",
+                "Hypervisor vendor",
+                "Virtualization type",
+                "Flags",
+            ):
+                fields[key] = item.get("data")
+    flags = (fields.pop("Flags", "") or "").split()
+    topo = _run(["lstopo-no-graphics", "--of", "synthetic", "--no-io"])
+    return {
+        "model": fields.get("Model name"),
+        "lscpu": fields,
+        "hypervisor_flag": "hypervisor" in flags,
+        "hwloc_synthetic": topo.strip() if topo else None,
+    }
+
+
+def _detect_virt(flag: str) -> str | None:
+    """systemd-detect-virt prints 'none' and exits 1 on bare metal."""
+    if shutil.which("systemd-detect-virt") is None:
+        return None
+    try:
+        res = subprocess.run(["systemd-detect-virt", flag], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() or None
+
+
+@functools.lru_cache(maxsize=1)
+def virtualization() -> dict:
+    """What the host itself runs on (bare metal, a VM, a container), by several witnesses."""
+    dmi = {}
+    for name in ("sys_vendor", "product_name"):
+        p = Path("/sys/class/dmi/id") / name
+        try:
+            dmi[name] = p.read_text().strip()
+        except OSError:
+            pass
+    cpu = cpu_info()
+    vm = _detect_virt("--vm")
+    if vm is None:
+        vendor = cpu["lscpu"].get("Hypervisor vendor")
+        vm = vendor.lower() if vendor else ("unknown" if cpu["hypervisor_flag"] else "none")
+    return {
+        "vm": vm,
+        "container": _detect_virt("--container"),
+        "hypervisor_vendor": cpu["lscpu"].get("Hypervisor vendor"),
+        "hypervisor_cpu_flag": cpu["hypervisor_flag"],
+        "dmi": dmi,
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def kernel() -> dict:
+    u = platform.uname()
+    return {"release": u.release, "version": u.version, "machine": u.machine}
+
+
+@functools.lru_cache(maxsize=1)
+def package_versions(packages: tuple[str, ...] = STACK_PACKAGES) -> dict:
+    out = _run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", *packages])
+    versions = {}
+    for line in (out or "").splitlines():
+        name, version, status = (line.split("\t") + ["", ""])[:3]
+        if status.startswith("ii"):
+            versions[name] = version
+    return versions
+
+
+@functools.lru_cache(maxsize=4)
+def mpi_identity(mpi: str) -> dict:
+    """Name and version of an MPI library, from its own tools."""
+    if mpi == "openmpi":
+        out = _run(["ompi_info", "--parsable"]) or ""
+        m = re.search(r"ompi:version:full:([^\s]+)", out)
+        return {"name": "Open MPI", "version": m.group(1) if m else None}
+    if mpi == "mpich":
+        out = _run(["mpichversion"]) or _run(["mpiexec.mpich", "--version"]) or ""
+        m = re.search(r"(?:MPICH Version|Version):\s*([^\s]+)", out)
+        dev = re.search(r"MPICH Device:\s*([^\s]+)", out)
+        return {"name": "MPICH", "version": m.group(1) if m else None, "device": dev.group(1) if dev else None}
+    return {"name": mpi, "version": None}
+
+
+def host_facts() -> dict:
+    return {
+        "hostname": platform.node(),
+        "cpu": cpu_info(),
+        "virtualization": virtualization(),
+        "kernel": kernel(),
+        "packages": package_versions(),
+    }
+
+
+def record(*, launch: dict, status: dict, config_digest: str, context: dict) -> dict:
+    """The provenance record written next to a raw output."""
+    rec = {
+        "schema": "hpcvirt-provenance/1",
+        "git": git_info(),
+        "config_hash": config_digest,
+        "command": {"argv": launch["argv"], "env": launch.get("env", {}), "isolation": launch.get("isolation")},
+        "server": {"argv": launch.get("server_argv")} if launch.get("server_argv") else None,
+        "mpi": mpi_identity(launch.get("mpi", "")) if launch.get("mpi") not in ("", "none") else None,
+        "host": host_facts(),
+        "started_at": status.get("started_at"),
+        "finished_at": status.get("finished_at"),
+        "exit_code": status.get("exit_code"),
+        "timed_out": status.get("timed_out"),
+        "context": context,
+    }
+    return rec

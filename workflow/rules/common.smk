@@ -1,0 +1,55 @@
+# Load and validate the study and testbed files (before any job runs) and
+# provide the input functions of the other rule files.  No rules here.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
+
+from hpcvirt import matrix
+from hpcvirt.config import ConfigError, load_study
+
+try:
+    STUDY, TESTBEDS = load_study(
+        config,
+        config_path="config/config.yaml",
+        testbed_dir="config/testbeds",
+    )
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+
+CAMPAIGN = STUDY["campaign"]
+PRIORITIES = matrix.priorities(STUDY)
+
+
+wildcard_constraints:
+    campaign=r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
+    testbed=r"[a-z][a-z0-9-]{0,31}",
+    benchmark=r"netpipe|qperf",
+    params=r"[A-Za-z0-9_.,=+-]+",
+    rep=r"[0-9]+",
+
+
+def measurement_priority(wildcards):
+    """Interleaved order of the measurements (see hpcvirt.matrix)."""
+    key = (wildcards.testbed, wildcards.benchmark, wildcards.params, int(wildcards.rep))
+    return PRIORITIES.get(key, 0)
+
+
+def raw_outputs_of_testbed(wildcards):
+    """Raw outputs of one campaign and testbed.  ancient(): raw files are
+    immutable records, so their modification time never triggers a re-parse;
+    a new or deleted file does (input-set trigger)."""
+    study = dict(STUDY, campaign=wildcards.campaign, testbeds=[wildcards.testbed])
+    return [ancient(p) for p in matrix.all_raw_paths(study)]
+
+
+def tidy_tables(wildcards):
+    return expand(
+        "data/results/{campaign}/{testbed}/tidy.csv",
+        campaign=wildcards.campaign,
+        testbed=STUDY["testbeds"],
+    )
+
+
+def paper_sections(wildcards):
+    return sorted(str(p) for p in Path("paper/sections").glob("*.tex"))

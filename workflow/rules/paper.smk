@@ -1,0 +1,55 @@
+# Generated LaTeX (numbers, tables) and the paper itself.
+
+
+rule numbers:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+        hosts=expand(
+            "data/results/{campaign}/{testbed}/provenance.json",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        numbers="paper/generated/numbers.tex",
+        table="paper/generated/results_table.tex",
+    log:
+        "logs/paper/numbers.log",
+    script:
+        "../scripts/numbers.py"
+
+
+rule reference_table:
+    input:
+        "data/reference/exposito2012.csv",
+        "data/reference/nanos2010.csv",
+        "data/reference/atif2016.csv",
+        "data/reference/ramakrishnan2011.csv",
+        "data/reference/richter2015.csv",
+    output:
+        "paper/generated/reference_table.tex",
+    log:
+        "logs/paper/reference_table.log",
+    script:
+        "../scripts/reference_table.py"
+
+
+rule paper:
+    input:
+        tex="paper/main.tex",
+        sections=paper_sections,
+        bib="paper/refs.bib",
+        numbers="paper/generated/numbers.tex",
+        results_table="paper/generated/results_table.tex",
+        reference_table="paper/generated/reference_table.tex",
+        figures=["paper/figures/pingpong.pdf"],
+    output:
+        pdf="paper/main.pdf",
+    log:
+        "logs/paper/latexmk.log",
+    shell:
+        "workflow/scripts/build-paper.sh paper {output.pdf} > {log} 2>&1"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Build the paper with latexmk in its own directory and move the PDF into place.
+# usage: build-paper.sh PAPER_DIR OUTPUT_PDF
+set -euo pipefail
+dir=$1
+out=$(realpath -m "$2")
+cd "$dir"
+latexmk -pdf -interaction=nonstopmode -halt-on-error -file-line-error \
+  -output-directory=build main.tex
+if grep -E "(undefined references|Citation .* undefined|Reference .* undefined)" build/main.log; then
+  echo "build-paper: undefined references or citations (see $dir/build/main.log)" >&2
+  exit 1
+fi
+cp build/main.pdf "$out.tmp"
+mv "$out.tmp" "$out"

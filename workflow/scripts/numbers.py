@@ -1,0 +1,20 @@
+"""Snakemake adapter: the paper's numbers (LaTeX macros) and results table."""
+
+import json
+
+import pandas as pd
+
+from hpcvirt.atomic import write_text
+from hpcvirt.paper import numbers_tex, results_table_tex
+
+snakemake = globals()["snakemake"]
+with open(snakemake.log[0], "w") as log:
+    summary = pd.read_csv(snakemake.input.summary, keep_default_na=False, na_values=[""])
+    tidy = pd.concat([pd.read_csv(p) for p in snakemake.input.tidy], ignore_index=True)
+    # Host facts of the first testbed (the embedded default describes this machine).
+    with open(snakemake.input.hosts[0]) as fh:
+        hosts = json.load(fh)
+    latency_bytes = snakemake.config.get("paper", {}).get("latency_bytes", 8)
+    write_text(snakemake.output.numbers, numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts))
+    write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))
+    print("written", file=log)
