@@ -8,6 +8,12 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# The software of every rule, for --software-deployment-method apptainer
+# (build: see containers/workflow.def).  Without that flag the host
+# environment installed by workflow/scripts/install-deps.sh is used.
+container: "containers/workflow.sif"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/parse.smk"

@@ -3,7 +3,9 @@
 
 rule measure:
     output:
-        raw=protected("data/raw/{campaign}/{testbed}/{benchmark}/{params}/rep-{rep}.out"),
+        raw=protected(
+            "data/raw/{campaign}/{testbed}/{benchmark}/{params}/rep-{rep}.out"
+        ),
         prov="data/raw/{campaign}/{testbed}/{benchmark}/{params}/rep-{rep}.json",
     log:
         "logs/measure/{campaign}/{testbed}/{benchmark}/{params}/rep-{rep}.log",

@@ -1,0 +1,100 @@
+"""Config and testbed validation: bad input fails before any job, naming the
+file, the key and what is allowed."""
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpcvirt.config import ConfigError, load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+LOCAL = yaml.safe_load((ROOT / "config/testbeds/local.yaml").read_text())
+
+
+def test_shipped_configs_are_valid():
+    study, testbeds = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    assert set(testbeds) == set(study["testbeds"])
+    assert study["repetitions"] >= 1
+
+
+def test_every_testbed_file_is_valid():
+    for path in sorted((ROOT / "config/testbeds").glob("*.yaml")):
+        study = dict(copy.deepcopy(STUDY), testbeds=[path.stem])
+        tb = yaml.safe_load(path.read_text())
+        for exp in study["experiments"].values():
+            if "mpis" in exp:
+                exp["mpis"] = [m for m in exp["mpis"] if m in tb["mpi"]]
+                exp["paths"] = [p for p in exp["paths"] if all(p in tb["mpi"][m]["paths"] for m in exp["mpis"])]
+        load_study(study, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+
+
+def test_defaults_are_applied():
+    study = copy.deepcopy(STUDY)
+    del study["seed"], study["timeout_s"]
+    out, _ = load_study(study, testbed_dir=ROOT / "config/testbeds")
+    assert out["seed"] == 20261121 and out["timeout_s"] == 300
+
+
+BAD_STUDY = [
+    # (mutation, substrings the message must contain)
+    (lambda c: c.update(campaign="bad campaign;rm -rf"), ["config/config.yaml", "campaign", "pattern"]),
+    (lambda c: c.update(repetitions=0), ["repetitions", "minimum"]),
+    (lambda c: c.update(repetitions="six"), ["repetitions", "not of type 'integer'"]),
+    (lambda c: c["experiments"]["pingpong"].update(mpis=["openmpi", "intelmpi"]),
+     ["experiments.pingpong.mpis[1]", "'intelmpi' is not one of ['openmpi', 'mpich']"]),
+    (lambda c: c["experiments"]["pingpong"].update(paths=["infiniband"]),
+     ["experiments.pingpong.paths[0]", "['shm', 'tcp', 'net']"]),
+    (lambda c: c["experiments"]["pingpong"].update(min_bytes=64, max_bytes=8), ["min_bytes", "max_bytes"]),
+    (lambda c: c["experiments"]["tcp"].update(seconds_per_size=0.5), ["seconds_per_size", "integer"]),
+    (lambda c: c.update(repetitons=3), ["Additional properties", "repetitons", "allowed keys", "repetitions"]),
+    (lambda c: c.update(testbeds=["Local!"]), ["testbeds[0]", "pattern"]),
+    (lambda c: c.update(testbeds=["nosuchtestbed"]), ["nosuchtestbed.yaml", "not found"]),
+    (lambda c: c.pop("experiments"), ["'experiments' is a required property"]),
+]
+
+
+@pytest.mark.parametrize("mutate,needles", BAD_STUDY)
+def test_bad_study(mutate, needles):
+    study = copy.deepcopy(STUDY)
+    mutate(study)
+    with pytest.raises(ConfigError) as exc:
+        load_study(study, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    for needle in needles:
+        assert needle in str(exc.value)
+
+
+BAD_TESTBED = [
+    (lambda t: t["mpi"]["openmpi"].update(launcher=["mpirun", "-np", "2;", "rm", "-rf", "/"]),
+     ["local.yaml", "mpi.openmpi.launcher[2]", "pattern"]),
+    (lambda t: t["mpi"]["openmpi"].update(launcher=["mpirun $(id)"]), ["launcher[0]", "pattern"]),
+    (lambda t: t["mpi"]["mpich"]["paths"]["tcp"]["env"].update({"UCX_TLS": "tcp self"}), ["UCX_TLS", "pattern"]),
+    (lambda t: t["mpi"]["mpich"]["paths"]["tcp"]["env"].update({"bad-name": "x"}), ["bad-name"]),
+    (lambda t: t.update(kind="xen"), ["kind", "'xen' is not one of ['native', 'netns-bridge', 'qemu']"]),
+    (lambda t: t.update(executor="pbs"), ["executor", "['local', 'slurm']"]),
+    (lambda t: t.update(name="other"), ["name", "must equal the file name"]),
+    (lambda t: t["mpi"].pop("mpich"), ["mpi: no entry for 'mpich'"]),
+    (lambda t: t["mpi"]["openmpi"]["paths"].pop("tcp"), ["mpi.openmpi.paths", "'tcp'"]),
+    (lambda t: t.update(runtime={"kind": "charliecloud"}), ["runtime.image", "required"]),
+    (lambda t: t.update(ranks_per_node=0), ["ranks_per_node", "minimum"]),
+]
+
+
+@pytest.mark.parametrize("mutate,needles", BAD_TESTBED)
+def test_bad_testbed(mutate, needles, tmp_path):
+    tb = copy.deepcopy(LOCAL)
+    mutate(tb)
+    (tmp_path / "local.yaml").write_text(yaml.safe_dump(tb))
+    with pytest.raises(ConfigError) as exc:
+        load_study(copy.deepcopy(STUDY), config_path="config/config.yaml", testbed_dir=tmp_path)
+    for needle in needles:
+        assert needle in str(exc.value)
+
+
+def test_yaml_syntax_error_names_file(tmp_path):
+    (tmp_path / "local.yaml").write_text("name: local\nmpi: [unclosed\n")
+    with pytest.raises(ConfigError, match="local.yaml: not valid YAML"):
+        load_study(copy.deepcopy(STUDY), testbed_dir=tmp_path)

@@ -1,0 +1,96 @@
+"""Statistics (median CIs from order statistics) and the interleaved schedule."""
+
+import copy
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hpcvirt import matrix, stats
+from hpcvirt.config import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _coverage(l, n):
+    return 1 - 2 * sum(math.comb(n, i) for i in range(l)) / 2**n
+
+
+@pytest.mark.parametrize("n,expected", [(1, (1, 1)), (3, (1, 3)), (5, (1, 5)), (6, (1, 6)), (10, (2, 9)),
+                                         (20, (6, 15)), (50, (18, 33))])
+def test_median_ci_ranks_match_binomial_tables(n, expected):
+    l, u, cov = stats.median_ci_ranks(n, 0.95)
+    assert (l, u) == expected
+    assert cov == pytest.approx(_coverage(l, n))
+    if n >= 6:
+        assert cov >= 0.95
+        # the next narrower interval would not reach 95%
+        assert _coverage(l + 1, n) < 0.95
+
+
+def test_small_samples_report_achieved_coverage_not_nominal():
+    assert stats.median_ci([3.0, 1.0, 2.0])["ci_level"] == pytest.approx(0.75)
+    assert stats.median_ci([1.0])["ci_level"] == 0.0
+
+
+def test_median_ci_values_and_outlier_robustness():
+    r = stats.median_ci([5, 1, 3, 2, 4, 1000, 6, 7, 8, 9])
+    assert r["median"] == 5.5
+    assert (r["ci_low"], r["ci_high"]) == (2.0, 9.0)  # ranks 2 and 9: the outlier stays out
+    assert r["ci_low"] <= r["median"] <= r["ci_high"]
+
+
+def test_summarize_groups_by_configuration_and_size():
+    df = pd.DataFrame(
+        {"run_id": ["c"] * 6, "testbed": ["t"] * 6, "metric": ["latency"] * 6, "unit": ["us"] * 6,
+         "msg_bytes": [8, 8, 8, 16, 16, 16], "value": [1.0, 2.0, 3.0, 10.0, 30.0, 20.0], "rep": [1, 2, 3] * 2}
+    )
+    s = stats.summarize(df)
+    assert list(s["msg_bytes"]) == [8, 16]
+    assert list(s["median"]) == [2.0, 20.0]
+    assert list(s["n"]) == [3, 3]
+
+
+def _study(reps=4):
+    study, _ = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    return dict(copy.deepcopy(study), repetitions=reps)
+
+
+def test_schedule_is_interleaved_round_by_round():
+    study = _study(4)
+    order = matrix.schedule(study)
+    n = len(matrix.configurations(study))
+    assert len(order) == 4 * n
+    for r in range(4):
+        chunk = order[r * n : (r + 1) * n]
+        assert {rep for _, rep in chunk} == {r + 1}  # round r holds repetition r of everything
+        assert len({c.key for c, _ in chunk}) == n
+    rounds = [[c.key for c, _ in order[r * n : (r + 1) * n]] for r in range(4)]
+    assert len({tuple(x) for x in rounds}) > 1  # shuffled differently per round
+
+
+def test_schedule_is_seeded():
+    a, b = _study(), _study()
+    assert [(c.key, r) for c, r in matrix.schedule(a)] == [(c.key, r) for c, r in matrix.schedule(b)]
+    b["seed"] += 1
+    assert [(c.key, r) for c, r in matrix.schedule(a)] != [(c.key, r) for c, r in matrix.schedule(b)]
+
+
+def test_priorities_follow_schedule():
+    study = _study(2)
+    prio = matrix.priorities(study)
+    order = matrix.schedule(study)
+    values = [prio[(c.testbed, c.benchmark, c.params, r)] for c, r in order]
+    assert values == sorted(values, reverse=True) and len(set(values)) == len(values)
+
+
+def test_raw_paths_encode_parameters():
+    study = _study(1)
+    paths = matrix.all_raw_paths(study)
+    assert len(paths) == len(set(paths))
+    changed = copy.deepcopy(study)
+    changed["experiments"]["pingpong"]["max_bytes"] = 1024
+    assert set(matrix.all_raw_paths(changed)) != set(paths)  # new parameters, new paths
+    assert all(p.startswith(f"data/raw/{study['campaign']}/local/") and p.endswith(".out") for p in paths)

@@ -1,0 +1,152 @@
+"""Workflow tests: lint, formatting, dry-runs, config errors before any job,
+and a tiny end-to-end run (real MPI, real notebook, real LaTeX) in a fresh
+copy of the repository."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hpcvirt import matrix
+from hpcvirt.config import load_study
+from hpcvirt.tidy import COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+ENV = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+PROFILE = ["--workflow-profile", "workflow/profiles/default"]
+
+
+def snakemake(*args, cwd=ROOT, timeout=600, check=True):
+    res = subprocess.run(
+        [str(BIN / "snakemake"), *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout
+    )
+    if check and res.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    return res
+
+
+def test_lint_is_clean():
+    res = snakemake("--lint", check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "Lints for" not in out, out
+
+
+def test_snakefmt_is_clean():
+    res = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", "Snakefile", "workflow/rules"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_dry_run_of_the_full_study():
+    res = snakemake(*PROFILE, "-n", "--config", "campaign=dryrun-full")
+    study, _ = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    n_measure = len(matrix.configurations(study)) * study["repetitions"]
+    m = re.search(r"^measure\s+(\d+)$", res.stdout, re.M)
+    assert m and int(m.group(1)) == n_measure, res.stdout
+    for rule in ("parse", "aggregate", "figure_pingpong", "numbers", "paper"):
+        assert re.search(rf"^{rule}\s+\d+$", res.stdout, re.M), rule
+    assert not (ROOT / "data/raw/dryrun-full").exists()
+
+
+@pytest.mark.parametrize(
+    "override,needles",
+    [
+        ("repetitions=0", ["config/config.yaml", "repetitions", "minimum"]),
+        ("campaign=bad/../name", ["campaign", "pattern"]),
+        ("testbeds=[nosuch]", ["config/testbeds/nosuch.yaml", "not found"]),
+    ],
+)
+def test_bad_config_fails_before_any_job(override, needles):
+    res = snakemake(*PROFILE, "-n", "--config", override, check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    for needle in needles:
+        assert needle in out, out
+    assert "Job stats" not in out  # failed while loading, before building the DAG
+
+
+def fresh_copy(dst: Path) -> Path:
+    """The tracked files of the repository (what a fresh clone has), plus the
+    files not yet committed when run from a working tree."""
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True,
+        check=True,
+    ).stdout.split()
+    for f in files:
+        src = ROOT / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
+    return dst
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="benchmarks run in a private network namespace (unshare -n needs root)")
+
+
+@pytest.mark.e2e
+@needs_root
+def test_tiny_study_end_to_end(tmp_path):
+    work = fresh_copy(tmp_path / "repo")
+    campaign = "tiny-e2e"
+    snakemake(*PROFILE, "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}", cwd=work, timeout=900)
+
+    # the paper, its figure and generated files exist
+    assert (work / "paper/main.pdf").stat().st_size > 50_000
+    assert (work / "paper/figures/pingpong.pdf").exists()
+    numbers = (work / "paper/generated/numbers.tex").read_text()
+    for name in ("hvLatLocalOpenmpiShm", "hvLatLocalMpichTcp", "hvPeakLocalOpenmpiTcp", "hvLatLocalQperfTcp"):
+        assert f"\\{name}}}" in numbers, name
+
+    # every configuration produced parsed rows; nothing rejected
+    res = work / "data/results" / campaign
+    rejected = pd.read_csv(res / "local/rejected.csv")
+    assert rejected.empty, rejected.to_string()
+    tidy = pd.read_csv(res / "local/tidy.csv")
+    assert list(tidy.columns) == list(COLUMNS)
+    assert set(tidy["benchmark"]) == {"netpipe", "qperf"}
+    assert tidy.groupby(["mpi", "interconnect"]).ngroups == 5  # 2 MPIs x 2 paths + raw TCP
+    assert (tidy["value"] > 0).all()
+    summary = pd.read_csv(res / "summary.csv")
+    assert {"median", "ci_low", "ci_high", "ci_level", "n"} <= set(summary.columns)
+    assert set(summary.loc[summary.metric == "bandwidth", "unit"]) == {"Gbit/s"}
+
+    # raw outputs: protected, with provenance beside them, no environment dump
+    raws = sorted((work / "data/raw" / campaign).rglob("rep-*.out"))
+    assert len(raws) == 6
+    for raw in raws:
+        assert not os.access(raw, os.W_OK) or os.geteuid() == 0 and not (raw.stat().st_mode & 0o222)
+        prov = json.loads(raw.with_suffix(".json").read_text())
+        assert prov["command"]["argv"] and prov["host"]["cpu"]["model"]
+        assert prov["config_hash"].startswith("sha256:")
+        assert "PATH" not in json.dumps(prov["command"]["env"])
+        assert "HOME" not in json.dumps(prov)
+        if prov["mpi"]:
+            assert prov["mpi"]["version"]
+
+    # a second run has nothing to do: nothing is re-measured or overwritten
+    mtimes = {p: p.stat().st_mtime_ns for p in raws}
+    res2 = snakemake(*PROFILE, "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}", cwd=work)
+    assert "Nothing to be done" in res2.stdout + res2.stderr
+    assert mtimes == {p: p.stat().st_mtime_ns for p in raws}
+
+    # an interrupted campaign (one measurement missing, not yet parsed) resumes
+    # with exactly that measurement; the finished ones are not redone
+    victim = raws[0]
+    victim.chmod(0o644)
+    victim.unlink()
+    (res / "local/tidy.csv").unlink()
+    res3 = snakemake(
+        *PROFILE, "-n", "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}", cwd=work
+    )
+    assert re.search(r"^measure\s+1$", res3.stdout, re.M), res3.stdout
+    assert str(victim.relative_to(work)) in res3.stdout

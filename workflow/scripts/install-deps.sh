@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Install what the artifact needs on Debian 12: the Debian packages listed in
+# workflow/envs/debian-packages*.txt (only the missing ones) and a Python venv
+# (.venv) with the pinned packages of requirements.lock.  Idempotent.
+# usage: install-deps.sh [FEATURE...]   features: base (default), slurm, vm, containers
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+features=("$@")
+[ ${#features[@]} -eq 0 ] && features=(base)
+
+lists=(workflow/envs/debian-packages.txt)
+for f in "${features[@]}"; do
+  case $f in
+    base) ;;
+    slurm|vm|containers) lists+=("workflow/envs/debian-packages-$f.txt") ;;
+    *) echo "install-deps: unknown feature '$f' (allowed: base slurm vm containers)" >&2; exit 2 ;;
+  esac
+done
+
+wanted=$(grep -hvE '^\s*(#|$)' "${lists[@]}" | sort -u)
+missing=()
+for p in $wanted; do
+  dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${#missing[@]} Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Record the installed versions and compare with those the archive was measured with.
+mkdir -p .hpcvirt
+dpkg-query -W -f '${Package}\t${Version}\n' $wanted | sort > .hpcvirt/debian-installed.txt
+if [ -f workflow/envs/debian-bookworm.versions ]; then
+  drift=$(join -t $'\t' workflow/envs/debian-bookworm.versions .hpcvirt/debian-installed.txt | awk -F'\t' '$2 != $3')
+  if [ -n "$drift" ]; then
+    echo "install-deps: note: these packages differ from the versions the archived campaign used"
+    echo "$drift" | awk -F'\t' '{printf "  %s archived %s, installed %s\n", $1, $2, $3}'
+  fi
+fi
+
+# Python: a venv with the pinned, complete dependency set.
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "install-deps: creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "install-deps: installing pinned Python packages (requirements.lock)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+  .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+  echo "$want" > "$stamp"
+fi
+echo "install-deps: ready (${features[*]})"
