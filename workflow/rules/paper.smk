@@ -17,6 +17,7 @@ rule numbers:
     output:
         numbers="paper/generated/numbers.tex",
         table="paper/generated/results_table.tex",
+        overheads="paper/generated/overheads_table.tex",
     log:
         "logs/paper/numbers.log",
     script:
@@ -45,6 +46,7 @@ rule paper:
         bib="paper/refs.bib",
         numbers="paper/generated/numbers.tex",
         results_table="paper/generated/results_table.tex",
+        overheads_table="paper/generated/overheads_table.tex",
         reference_table="paper/generated/reference_table.tex",
         figures=["paper/figures/pingpong.pdf"],
     output:

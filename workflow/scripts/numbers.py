@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from hpcvirt.atomic import write_text
-from hpcvirt.paper import numbers_tex, results_table_tex
+from hpcvirt.paper import numbers_tex, overheads_tex, results_table_tex
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -15,6 +15,11 @@ with open(snakemake.log[0], "w") as log:
     with open(snakemake.input.hosts[0]) as fh:
         hosts = json.load(fh)
     latency_bytes = snakemake.config.get("paper", {}).get("latency_bytes", 8)
-    write_text(snakemake.output.numbers, numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts))
+    ovh_macros, ovh_table = overheads_tex(tidy, latency_bytes=latency_bytes)
+    write_text(
+        snakemake.output.numbers,
+        numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts) + ovh_macros,
+    )
+    write_text(snakemake.output.overheads, ovh_table)
     write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))
     print("written", file=log)

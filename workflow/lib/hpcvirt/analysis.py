@@ -87,3 +87,61 @@ def host_summary(prov_paths: list[str]) -> dict:
         "first_started_at": min(r["started_at"] for r in recs if r.get("started_at")),
         "last_finished_at": max(r["finished_at"] for r in recs if r.get("finished_at")),
     }
+
+
+def _per_rep(df: pd.DataFrame, sel: dict, metric: str, msg_bytes: int | None) -> pd.Series:
+    """Per repetition: latency at msg_bytes, or peak (max over sizes) bandwidth."""
+    d = df[df["metric"] == metric]
+    for k, v in sel.items():
+        d = d[d[k] == v]
+    if metric == "latency":
+        d = d[d["msg_bytes"] == msg_bytes]
+        return d.groupby("rep")["value"].median()
+    return d.groupby("rep")["value"].max()
+
+
+def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, latency_bytes: int = 8,
+                    level: float = 0.95) -> dict | None:
+    """Overhead of ``subject`` over ``reference`` from repetitions paired by round.
+
+    Latency: subject - reference at ``latency_bytes`` (us).  Bandwidth: peak
+    subject / peak reference.  Repetition r of both ran in the same
+    interleaved round, so the pairs share the machine's state of that moment.
+    Median and order-statistic CI over the rounds.
+    """
+    df = normalize_units(tidy)
+    out = {}
+    lat_s, lat_r = _per_rep(df, subject, "latency", latency_bytes), _per_rep(df, reference, "latency", latency_bytes)
+    both = lat_s.index.intersection(lat_r.index)
+    if len(both):
+        out["lat_diff"] = stats.median_ci((lat_s[both] - lat_r[both]).to_numpy(), level)
+    bw_s, bw_r = _per_rep(df, subject, "bandwidth", None), _per_rep(df, reference, "bandwidth", None)
+    both = bw_s.index.intersection(bw_r.index)
+    if len(both):
+        out["bw_ratio"] = stats.median_ci((bw_s[both] / bw_r[both]).to_numpy(), level)
+    return out or None
+
+
+def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
+    """The pairs the paper reports: every virtualized testbed against the
+    native one on the same benchmark, MPI and path kind; on each testbed,
+    TCP loopback against shared memory per MPI; MPI over TCP against raw TCP."""
+    out = []
+    cfgs = tidy[["testbed", "virtualization", "benchmark", "mpi", "interconnect"]].drop_duplicates()
+    native = cfgs[cfgs["virtualization"] == "none"]
+    for _, c in cfgs.iterrows():
+        sel = dict(testbed=c.testbed, benchmark=c.benchmark, mpi=c.mpi, interconnect=c.interconnect)
+        if c.virtualization == "none":
+            if c.benchmark == "netpipe" and c.interconnect == "tcp-loopback":
+                ref = dict(sel, interconnect="shm")
+                if ((native.testbed == c.testbed) & (native.mpi == c.mpi) & (native.interconnect == "shm")).any():
+                    out.append(("tcp-vs-shm", sel, ref))
+            continue
+        base = native[(native.benchmark == c.benchmark) & (native.mpi == c.mpi)]
+        kind = "shm" if c.interconnect == "shm" else "tcp-loopback"
+        base = base[base.interconnect == kind]
+        if len(base):
+            b = base.iloc[0]
+            out.append(("virt-vs-native", sel, dict(testbed=b.testbed, benchmark=b.benchmark, mpi=b.mpi,
+                                                     interconnect=b.interconnect)))
+    return out
