@@ -1,0 +1,385 @@
+"""netns-bridge testbed and process placement.
+
+Unit tests of the pure functions run everywhere; the ``vm``-marked tests
+build real namespaces and need root and iproute2 (and Open MPI / MPICH /
+NetPIPE / qperf for the benchmark ones)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from hpcvirt import netns
+from hpcvirt.netns import (NetnsBridge, TestbedInterrupted, cleanup, host_addresses,
+                           launcher_argv, list_netns, names, validate_tag)
+from hpcvirt.placement import (crossing_fraction, message_pairs, mpi_host_args,
+                               placement_hosts, run_length)
+
+H = ["a", "b"]
+
+
+# ------------------------------------------------------------- placement
+def test_placement_intra_inter_mixed():
+    assert placement_hosts("intra", H, 4) == ["a", "a", "a", "a"]
+    assert placement_hosts("inter", H, 4) == ["a", "b", "a", "b"]
+    assert placement_hosts("mixed", H, 4) == ["a", "a", "b", "b"]
+    assert placement_hosts("inter", H, 2) == ["a", "b"]
+    assert placement_hosts("intra", H, 2) == ["a", "a"]
+    assert placement_hosts("mixed", H, 3) == ["a", "a", "b"]
+    assert placement_hosts("mixed", ["a", "b", "c"], 6) == ["a", "a", "b", "b", "c", "c"]
+
+
+@pytest.mark.parametrize("args", [
+    ("mixed", H, 2),          # degenerates to inter
+    ("inter", ["a"], 2),
+    ("bogus", H, 2),
+    ("intra", [], 2),
+    ("intra", ["a", "a"], 2),
+    ("intra", H, 0),
+])
+def test_placement_rejects(args):
+    with pytest.raises(ValueError):
+        placement_hosts(*args)
+
+
+def test_message_pairs():
+    assert message_pairs("pingpong", 4) == [(0, 1), (1, 0), (2, 3), (3, 2)]
+    assert message_pairs("pingpong", 3) == [(0, 1), (1, 0)]
+    assert message_pairs("ring", 3) == [(0, 1), (1, 2), (2, 0)]
+    assert len(message_pairs("alltoall", 4)) == 12
+    with pytest.raises(ValueError):
+        message_pairs("ring", 1)
+
+
+@pytest.mark.parametrize("placement,pattern,expected", [
+    ("intra", "pingpong", Fraction(0)),
+    ("intra", "ring", Fraction(0)),
+    ("inter", "pingpong", Fraction(1)),
+    ("inter", "ring", Fraction(1)),
+    ("inter", "alltoall", Fraction(2, 3)),
+    ("mixed", "pingpong", Fraction(0)),
+    ("mixed", "ring", Fraction(1, 2)),
+    ("mixed", "alltoall", Fraction(2, 3)),
+])
+def test_crossing_fraction_4_ranks_2_hosts(placement, pattern, expected):
+    assert crossing_fraction(placement_hosts(placement, H, 4), pattern) == expected
+
+
+def test_crossing_fraction_pingpong_2_ranks():
+    assert crossing_fraction(placement_hosts("intra", H, 2), "pingpong") == 0
+    assert crossing_fraction(placement_hosts("inter", H, 2), "pingpong") == 1
+
+
+def test_run_length_and_host_args():
+    assert run_length(["a", "a", "b", "a"]) == [("a", 2), ("b", 1), ("a", 1)]
+    assert mpi_host_args("mpich", ["a", "b", "b", "a"]) == ["-hosts", "a:1,b:2,a:1", "-n", "4"]
+    assert mpi_host_args("openmpi", ["a", "b"]) == [
+        "-np", "2", "--host", "a,b", "--mca", "rmaps", "seq"]
+    with pytest.raises(ValueError):
+        mpi_host_args("lam", ["a"])
+
+
+# ------------------------------------------------------------- names
+@pytest.mark.parametrize("tag", ["a", "abc123", "zzzzzzzz"])
+def test_valid_tags(tag):
+    assert validate_tag(tag) == tag
+
+
+@pytest.mark.parametrize("tag", ["", "ABC", "toolong12", "a-b", "a b", "ä", None, "../x"])
+def test_invalid_tags(tag):
+    with pytest.raises(ValueError):
+        validate_tag(tag)
+
+
+def test_names_fit_ifnamsiz():
+    n = names("zzzzzzzz", 99)
+    assert n["switch_ns"] == "hv-zzzzzzzz-sw"
+    assert n["host_ns"][1] == "hv-zzzzzzzz-h1"
+    for ifname in [n["bridge"], *n["switch_ports"], n["host_iface"]]:
+        assert len(ifname) <= 15
+    with pytest.raises(ValueError):
+        names("a", 0)
+    with pytest.raises(ValueError):
+        names("a", 100)
+
+
+def test_host_addresses():
+    net, addrs = host_addresses("198.18.0.0/24", 2)
+    assert addrs == ["198.18.0.1", "198.18.0.2"]
+    assert host_addresses("198.19.255.0/29", 3)[1][-1] == "198.19.255.3"
+    for bad in ("10.0.0.0/24", "198.20.0.0/24", "198.18.0.0/14", "192.168.1.0/24"):
+        with pytest.raises(ValueError):
+            host_addresses(bad, 2)
+    with pytest.raises(ValueError):
+        host_addresses("198.18.0.0/30", 2)      # 2 usable, need hosts + 1
+
+
+def test_launcher_argv_openmpi():
+    a = launcher_argv("openmpi", ["hv-x-h0", "hv-x-h1"], subnet="198.18.0.0/24", agent="/ag")
+    assert a[:4] == ["ip", "netns", "exec", "hv-x-h0"]
+    assert "mpirun" in a and "OMPI_ALLOW_RUN_AS_ROOT=1" in a
+    s = " ".join(a)
+    assert "--bind-to none" in s and "--mca plm_rsh_agent /ag" in s
+    assert "--host hv-x-h0,hv-x-h1" in s and "--mca btl self,tcp" in s
+    assert "--mca btl_tcp_if_include 198.18.0.0/24" in s
+    assert "btl self,tcp" not in " ".join(
+        launcher_argv("openmpi", ["hv-x-h0"], transport="default", agent="/ag"))
+
+
+def test_launcher_argv_mpich():
+    a = launcher_argv("mpich", ["hv-x-h0", "hv-x-h0", "hv-x-h1"], agent="/ag")
+    s = " ".join(a)
+    assert a[:4] == ["ip", "netns", "exec", "hv-x-h0"]
+    assert "-launcher ssh -launcher-exec /ag" in s and "-iface eth0" in s
+    assert "-hosts hv-x-h0:2,hv-x-h1:1 -n 3" in s and "UCX_TLS=tcp,self" in s
+    with pytest.raises(ValueError):
+        launcher_argv("mpich", ["h"], transport="ib")
+
+
+def test_agent_is_executable_and_refuses_foreign_hosts():
+    agent = netns.agent_path()
+    assert agent.is_file() and os.access(agent, os.X_OK)
+    for host in ("localhost", "198.18.0.1", "hv-nosuch-h0"):
+        cp = subprocess.run([str(agent), "-x", host, "true"], capture_output=True,
+                            text=True, timeout=10)
+        assert cp.returncode == 255, (host, cp)
+        assert "netns-rsh" in cp.stderr
+
+
+def test_signals_raise_restores_handlers():
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(TestbedInterrupted) as ei:
+        with netns.signals_raise():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    assert ei.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+# ------------------------------------------------------------- real namespaces
+def _why_no_netns() -> str | None:
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) not installed"
+    cp = subprocess.run(["ip", "netns", "add", "hv-probe-x"], capture_output=True, timeout=10)
+    subprocess.run(["ip", "netns", "delete", "hv-probe-x"], capture_output=True, timeout=10)
+    if cp.returncode != 0:
+        return f"cannot create network namespaces: {cp.stderr.decode().strip()}"
+    return None
+
+
+_NO_NETNS = _why_no_netns()
+needs_netns = pytest.mark.skipif(_NO_NETNS is not None, reason=_NO_NETNS or "")
+
+
+def _needs(*tools):
+    missing = [t for t in tools if shutil.which(t) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"not installed: {missing}")
+
+
+def _tag() -> str:
+    return "t" + secrets.token_hex(3)
+
+
+def _leftovers(tag: str) -> list[str]:
+    left = [n for n in list_netns() if n.startswith(f"hv-{tag}-")]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=10).stdout
+    left += [w for w in links.split() if w.startswith(f"hv{tag}")]
+    return left
+
+
+@pytest.fixture
+def tag():
+    t = _tag()
+    yield t
+    cleanup(t)
+
+
+@pytest.mark.vm
+@needs_netns
+def test_create_and_teardown(tag):
+    with NetnsBridge(tag, hosts=3, subnet="198.18.7.0/24", mtu=9000) as tb:
+        assert set(list_netns()) >= {f"hv-{tag}-sw", f"hv-{tag}-h0", f"hv-{tag}-h1",
+                                     f"hv-{tag}-h2"}
+        assert tb.addresses == ["198.18.7.1", "198.18.7.2", "198.18.7.3"]
+        out = subprocess.run(tb.exec_prefix(1) + ["ip", "-o", "addr", "show", "eth0"],
+                             capture_output=True, text=True, timeout=10).stdout
+        assert "198.18.7.2/24" in out
+        mtu = subprocess.run(["ip", "-n", tb.switch_ns, "-o", "link", "show", tb.bridge],
+                             capture_output=True, text=True, timeout=10).stdout
+        assert "mtu 9000" in mtu
+        # nothing in the caller's namespace
+        root_links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
+                                    timeout=10).stdout
+        assert f"hv{tag}" not in root_links
+        # the hosts reach each other over the bridge (bash /dev/tcp, no ping needed)
+        srv = subprocess.Popen(tb.exec_prefix(2) + ["NPtcp"]) if shutil.which("NPtcp") else None
+        if srv:
+            try:
+                time.sleep(0.5)
+                cp = subprocess.run(tb.exec_prefix(0) + ["NPtcp", "-h", tb.addresses[2],
+                                    "-u", "1024", "-o", "/dev/null"],
+                                    capture_output=True, text=True, timeout=60)
+                assert cp.returncode == 0, cp.stderr
+            finally:
+                srv.kill()
+                srv.wait(timeout=10)
+    assert _leftovers(tag) == []
+
+
+@pytest.mark.vm
+@needs_netns
+def test_teardown_on_exception(tag):
+    with pytest.raises(ZeroDivisionError):
+        with NetnsBridge(tag):
+            assert _leftovers(tag)
+            1 / 0
+    assert _leftovers(tag) == []
+
+
+CHILD = textwrap.dedent("""
+    import sys, time, subprocess
+    from hpcvirt.netns import NetnsBridge
+    with NetnsBridge(sys.argv[1]) as tb:
+        p = subprocess.Popen(tb.exec_prefix(1) + ["sleep", "300"])
+        print("up", p.pid, flush=True)
+        time.sleep(300)
+""")
+
+
+@pytest.mark.vm
+@needs_netns
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_teardown_on_signal(tag, sig):
+    p = subprocess.Popen([sys.executable, "-c", CHILD, tag], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        word, sleeper = p.stdout.readline().split()
+        assert word == "up"
+        assert len(_leftovers(tag)) >= 3
+        p.send_signal(sig)
+        rc = p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert rc != 0
+    if sig == signal.SIGKILL:
+        # no handler can run: leftovers remain until cleanup(tag)
+        assert _leftovers(tag)
+        removed = cleanup(tag)
+        assert f"hv-{tag}-sw" in removed
+        assert cleanup(tag) == []           # idempotent
+    else:
+        assert "Traceback" in p.stderr.read() or rc < 0
+    assert _leftovers(tag) == []
+    # the process started inside the namespace is gone too (or a zombie
+    # waiting for its dead parent to be reaped)
+    stat = Path(f"/proc/{sleeper}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _np_output_ok(path: Path, max_bytes: int) -> list[list[float]]:
+    rows = [list(map(float, line.split())) for line in path.read_text().splitlines() if line.strip()]
+    assert rows and rows[-1][0] == max_bytes
+    return rows
+
+
+@pytest.mark.vm
+@needs_netns
+@_needs("mpirun", "NPopenmpi")
+def test_netpipe_openmpi_across_bridge(tag, tmp_path):
+    with NetnsBridge(tag) as tb:
+        out = tmp_path / "np.out"
+        cp = subprocess.run(tb.launcher_argv("openmpi") + [
+            "NPopenmpi", "-l", "1", "-u", "4096", "-p", "0", "-o", str(out)],
+            capture_output=True, text=True, timeout=240)
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        rows = _np_output_ok(out, 4096)
+        assert rows[0][2] > 0
+        # the ranks really ran in two different namespaces
+        cp = subprocess.run(tb.launcher_argv("openmpi") + ["hostname"],
+                            capture_output=True, text=True, timeout=60)
+        assert sorted(cp.stdout.split()) == tb.hosts
+    assert _leftovers(tag) == []
+
+
+@pytest.mark.vm
+@needs_netns
+@_needs("mpiexec.mpich", "NPmpich2")
+def test_netpipe_mpich_across_bridge(tag, tmp_path):
+    with NetnsBridge(tag) as tb:
+        out = tmp_path / "np.out"
+        cp = subprocess.run(tb.launcher_argv("mpich") + [
+            "NPmpich2", "-l", "1", "-u", "4096", "-p", "0", "-o", str(out)],
+            capture_output=True, text=True, timeout=240)
+        assert cp.returncode == 0, cp.stderr[-2000:]
+        _np_output_ok(out, 4096)
+        cp = subprocess.run(tb.launcher_argv("mpich", placement_hosts("mixed", tb.hosts, 4))
+                            + ["hostname"], capture_output=True, text=True, timeout=60)
+        assert sorted(cp.stdout.split()) == sorted(tb.hosts * 2)
+    assert _leftovers(tag) == []
+
+
+@pytest.mark.vm
+@needs_netns
+@_needs("qperf")
+def test_qperf_across_bridge(tag):
+    with NetnsBridge(tag) as tb:
+        srv = subprocess.Popen(tb.exec_prefix(1) + ["qperf", "--listen_port", "19766"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            cp = subprocess.run(tb.exec_prefix(0) + [
+                "qperf", "-lp", "19766", "-t", "1", "-m", "8", tb.addresses[1], "tcp_lat"],
+                capture_output=True, text=True, timeout=60)
+            assert cp.returncode == 0, cp.stderr
+            assert "latency" in cp.stdout
+        finally:
+            srv.kill()
+            srv.wait(timeout=10)
+    assert _leftovers(tag) == []
+
+
+@pytest.mark.vm
+@needs_netns
+@_needs("mpirun", "NPopenmpi")
+def test_killed_rank_fails_cleanly(tag, tmp_path):
+    """SIGKILL the rank in h1 during a NetPIPE sweep: mpirun must fail
+    quickly (not hang), and nothing may be left after the testbed exits."""
+    with NetnsBridge(tag) as tb:
+        p = subprocess.Popen(tb.launcher_argv("openmpi") + [
+            "NPopenmpi", "-l", "1", "-u", "67108864", "-p", "0", "-o", str(tmp_path / "o")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            victim = None
+            deadline = time.monotonic() + 60
+            while victim is None and time.monotonic() < deadline:
+                for pid in netns.netns_pids(tb.hosts[1]):
+                    try:
+                        if Path(f"/proc/{pid}/comm").read_text().strip() == "NPopenmpi":
+                            victim = pid
+                    except OSError:
+                        pass
+                time.sleep(0.2)
+            assert victim, "rank in h1 never started"
+            time.sleep(2)
+            os.kill(victim, signal.SIGKILL)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=10)
+        assert p.returncode != 0
+        assert "signal 9" in (out + err) or "Killed" in (out + err) or "exited" in (out + err)
+    assert _leftovers(tag) == []

@@ -1,0 +1,328 @@
+"""qemu testbed: pure helpers everywhere; real guests (``vm`` marker) only
+as root with qemu, mmdebstrap and iproute2 installed.  The first real test
+builds the guest image if it is not cached yet (~1-2 min)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hpcvirt import qemu
+from hpcvirt.netns import list_netns
+from hpcvirt.qemu import (BootTimeout, Cluster, GuestDied, QemuCluster, cleanup,
+                          guest_addresses, guest_mac, kernel_cmdline, names, qemu_argv)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------- pure helpers
+def test_names():
+    n = names("ab12", 2)
+    assert n["ns"] == "hv-ab12-vm"
+    assert n["taps"] == ["hvab12t0", "hvab12t1"]
+    assert n["guests"] == ["g0", "g1"]
+    assert all(len(x) <= 15 for x in [n["bridge"], *names("zzzzzzzz", 99)["taps"]])
+    assert n["run_dir"].name == "qemu-ab12"
+    with pytest.raises(ValueError):
+        names("Bad-Tag")
+
+
+def test_guest_addresses():
+    net, addrs, br = guest_addresses("198.18.1.0/24", 2)
+    assert addrs == ["198.18.1.1", "198.18.1.2"] and br == "198.18.1.254"
+    for bad in ("10.0.2.0/24", "172.16.0.0/24", "198.17.0.0/24"):
+        with pytest.raises(ValueError):
+            guest_addresses(bad, 2)
+
+
+def test_guest_mac_deterministic_and_local():
+    assert guest_mac("ab", 1) == guest_mac("ab", 1)
+    assert guest_mac("ab", 0) != guest_mac("ab", 1)
+    first = int(guest_mac("zz", 3).split(":")[0], 16)
+    assert first & 0b10 and not first & 0b1          # locally administered, unicast
+
+
+def test_kernel_cmdline():
+    s = kernel_cmdline("g1", "198.18.1.2", 24, {"g0": "198.18.1.1", "g1": "198.18.1.2"})
+    assert "console=ttyS0" in s and "root=/dev/vda" in s
+    assert "hpcvirt.ip=198.18.1.2/24" in s and "hpcvirt.hostname=g1" in s
+    assert "hpcvirt.hosts=g0:198.18.1.1,g1:198.18.1.2" in s
+
+
+def test_qemu_argv_uses_overlay_and_accel(tmp_path):
+    kw = dict(vcpus=2, memory_mb=1024, kernel=tmp_path / "k", initrd=tmp_path / "i",
+              disk=tmp_path / "g0.qcow2", append="console=ttyS0", tap="hvxt0",
+              mac="52:54:00:00:00:01", serial_log=tmp_path / "s", pidfile=tmp_path / "p")
+    a = qemu_argv(accel="tcg", **kw)
+    s = " ".join(a)
+    assert "-accel tcg" in s and "-kernel" in s and "-initrd" in s and "-no-reboot" in s
+    assert f"file={tmp_path / 'g0.qcow2'},if=virtio,format=qcow2" in s
+    assert "rootfs.raw" not in s                    # never the base image
+    assert "tap,id=n0,ifname=hvxt0,script=no" in s and "virtio-net-pci" in s
+    assert f"file:{tmp_path / 's'}" in s
+    assert "-accel kvm -cpu host" in " ".join(qemu_argv(accel="kvm", **kw))
+    with pytest.raises(ValueError):
+        qemu_argv(accel="hvf", **kw)
+
+
+def _fake_cluster(tmp_path) -> Cluster:
+    return Cluster(kind="qemu", tag="x", guests=["g0", "g1"],
+                   addresses=["198.18.1.1", "198.18.1.2"], subnet="198.18.1.0/24",
+                   accel="tcg", ns="hv-x-vm", key=tmp_path / "id", known_hosts=tmp_path / "kh",
+                   run_dir=tmp_path, serial_logs=[tmp_path / "g0.serial", tmp_path / "g1.serial"])
+
+
+def test_cluster_exec_prefix_and_mpi_argv(tmp_path):
+    c = _fake_cluster(tmp_path)
+    p = c.exec_prefix("g1")
+    assert p[:5] == ["ip", "netns", "exec", "hv-x-vm", "ssh"]
+    assert p[-1] == "root@198.18.1.2" and "StrictHostKeyChecking=yes" in p
+    assert c.argv(0, ["echo", "a b"])[-1] == "echo 'a b'"
+    s = " ".join(c.mpi_argv("openmpi"))
+    assert "--host g0,g1" in s and "--bind-to none" in s and "btl_tcp_if_include 198.18.1.0/24" in s
+    s = " ".join(c.mpi_argv("mpich", ["g0", "g0", "g1", "g1"]))
+    assert "-hosts g0:2,g1:2 -n 4" in s
+    with pytest.raises(KeyError):
+        c.exec_prefix("g7")
+
+
+def test_check_alive_names_dead_guest(tmp_path):
+    c = _fake_cluster(tmp_path)
+    (tmp_path / "g1.serial").write_text("line\n" * 50 + "Kernel panic - the end\n")
+    alive = subprocess.Popen(["sleep", "30"])
+    dead = subprocess.Popen(["sh", "-c", "exit 3"])
+    dead.wait(timeout=10)
+    c.procs = [alive, dead]
+    try:
+        with pytest.raises(GuestDied, match=r"guest g1 .*status 3.*\n(.|\n)*Kernel panic - the end"):
+            c.check_alive()
+    finally:
+        alive.kill()
+        alive.wait(timeout=10)
+
+
+def test_build_script_key_is_stable():
+    script = REPO / "workflow" / "scripts" / "build-guest-image.sh"
+    if shutil.which("dpkg-query") is None or shutil.which("apt-cache") is None:
+        pytest.skip("needs dpkg-query and apt-cache")
+    k1 = subprocess.run(["bash", str(script), "--print-key"], capture_output=True, text=True,
+                        timeout=60)
+    k2 = subprocess.run(["bash", str(script), "--print-key"], capture_output=True, text=True,
+                        timeout=60)
+    assert k1.returncode == 0, k1.stderr
+    assert k1.stdout == k2.stdout and len(k1.stdout.strip()) == 16
+
+
+# ------------------------------------------------------------- real guests
+def _why_no_qemu() -> str | None:
+    if os.geteuid() != 0:
+        return "qemu testbed needs root (namespaces, taps)"
+    missing = [t for t in ("ip", "qemu-system-x86_64", "qemu-img", "ssh", "mmdebstrap", "mke2fs")
+               if shutil.which(t) is None]
+    if missing:
+        return f"not installed: {missing} (apt-get install qemu-system-x86 qemu-utils mmdebstrap)"
+    if not os.path.exists("/dev/net/tun"):
+        return "no /dev/net/tun"
+    return None
+
+
+_NO_QEMU = _why_no_qemu()
+needs_qemu = pytest.mark.skipif(_NO_QEMU is not None, reason=_NO_QEMU or "")
+
+
+def _tag() -> str:
+    return "q" + secrets.token_hex(3)
+
+
+def _forget(tag: str) -> None:
+    """cleanup() plus removal of the run directory (serial logs) of a test run."""
+    cleanup(tag)
+    shutil.rmtree(names(tag)["run_dir"], ignore_errors=True)
+
+
+def _qemu_pids(run_dir: Path) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"qemu-system" in cmd and str(run_dir).encode() in cmd:
+                out.append(int(d.name))
+    return out
+
+
+def _leftovers(tag: str) -> list[str]:
+    n = names(tag)
+    left = [x for x in list_netns() if x == n["ns"]]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=10).stdout
+    left += [w for w in links.split() if w.startswith(f"hv{tag}")]
+    left += [f"qemu pid {p}" for p in _qemu_pids(n["run_dir"])]
+    if n["run_dir"].is_dir():
+        left += [str(p) for p in n["run_dir"].glob("*.qcow2")]
+    return left
+
+
+@pytest.fixture(scope="module")
+def image():
+    if _NO_QEMU:
+        pytest.skip(_NO_QEMU)
+    return qemu.ensure_guest_image()
+
+
+@pytest.fixture(scope="module")
+def cluster(image):
+    tag = _tag()
+    try:
+        with QemuCluster(tag, guests=2, image=image) as c:
+            yield c
+    finally:
+        _forget(tag)
+    assert _leftovers(tag) == []
+    _forget(tag)
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_guests_answer_and_accel_recorded(cluster):
+    assert cluster.accel in ("kvm", "tcg")
+    assert cluster.info["accel"] == cluster.accel and cluster.info["accel_reason"]
+    assert set(cluster.info["boot_to_ssh_s"]) == {"g0", "g1"}
+    for i, g in enumerate(cluster.guests):
+        out = cluster.run(i, "hostname; ip -o -4 addr show", timeout=60).stdout
+        assert out.split()[0] == g and cluster.addresses[i] in out
+    # guest 0 reaches guest 1 by name over ssh (what mpirun needs)
+    assert cluster.run(0, "ssh g1 hostname", timeout=60).stdout.strip() == "g1"
+    # the base image is untouched: guests write to their overlays
+    assert all((cluster.run_dir / f"{g}.qcow2").exists() for g in cluster.guests)
+
+
+@pytest.mark.vm
+@needs_qemu
+@pytest.mark.parametrize("mpi,exe", [("openmpi", "NPopenmpi"), ("mpich", "NPmpich2")])
+def test_netpipe_across_guests(cluster, mpi, exe):
+    argv = cluster.mpi_argv(mpi) + [exe, "-l", "1", "-u", "8192", "-p", "0", "-o", "/root/np.out"]
+    cluster.run(0, argv, timeout=300)
+    rows = [r.split() for r in cluster.run(0, "cat /root/np.out", timeout=30).stdout.splitlines()]
+    assert rows and float(rows[-1][0]) == 8192 and float(rows[0][2]) > 0
+    hosts = cluster.run(0, cluster.mpi_argv(mpi) + ["hostname"], timeout=120).stdout.split()
+    assert sorted(hosts) == ["g0", "g1"]
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_qperf_between_guests(cluster):
+    cluster.run(1, "nohup qperf --listen_port 19769 >/dev/null 2>&1 &", timeout=30)
+    time.sleep(1)
+    out = cluster.run(0, "qperf -lp 19769 -t 1 -m 8 g1 tcp_lat", timeout=120).stdout
+    assert "latency" in out
+    cluster.run(1, "pkill -x qperf || true", timeout=30)
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_killed_guest_fails_cleanly(image):
+    """SIGKILL guest 1's qemu while NetPIPE runs: the job must stop with
+    GuestDied naming g1 (not hang on TCP timeouts) and leave nothing."""
+    tag = _tag()
+    err = {}
+    try:
+        with pytest.raises(GuestDied) as ei:
+            with QemuCluster(tag, guests=2, image=image) as c:
+                pid1 = c.procs[1].pid
+
+                def killer():
+                    time.sleep(8)
+                    err["killed"] = pid1
+                    os.kill(pid1, signal.SIGKILL)
+
+                threading.Thread(target=killer, daemon=True).start()
+                c.run(0, c.mpi_argv("openmpi") + ["NPopenmpi", "-l", "1", "-u", "4194304",
+                                                   "-p", "0", "-o", "/root/np.out"], timeout=300)
+        assert err.get("killed")
+        msg = str(ei.value)
+        assert "guest g1" in msg and "serial log" in msg and str(err["killed"]) in msg
+        assert _leftovers(tag) == []
+    finally:
+        _forget(tag)
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_boot_timeout_is_clear_and_clean(image):
+    tag = _tag()
+    try:
+        with pytest.raises(BootTimeout, match=r"guest g0 .*did not answer ssh within 2 s"):
+            with QemuCluster(tag, guests=1, image=image, boot_timeout_s=2):
+                pass
+        assert _leftovers(tag) == []
+    finally:
+        _forget(tag)
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    from hpcvirt.qemu import QemuCluster
+    with QemuCluster(sys.argv[1], guests=2, image=sys.argv[2], boot_timeout_s=600) as c:
+        pass
+""")
+
+
+@pytest.mark.vm
+@needs_qemu
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_during_boot_tears_down(image, sig):
+    tag = _tag()
+    run_dir = names(tag)["run_dir"]
+    p = subprocess.Popen([sys.executable, "-c", CHILD, tag, str(image)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_qemu_pids(run_dir)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_qemu_pids(run_dir)) == 2, "guests never started"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode != 0
+        assert "TestbedInterrupted" in err
+        assert _leftovers(tag) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=10)
+        _forget(tag)
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_cleanup_after_sigkill(image):
+    tag = _tag()
+    run_dir = names(tag)["run_dir"]
+    p = subprocess.Popen([sys.executable, "-c", CHILD, tag, str(image)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_qemu_pids(run_dir)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        p.kill()
+        p.wait(timeout=30)
+        assert _leftovers(tag), "a SIGKILLed run should leave its guests behind"
+        removed = cleanup(tag)
+        assert names(tag)["ns"] in removed
+        assert _leftovers(tag) == []
+        assert cleanup(tag) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+        _forget(tag)

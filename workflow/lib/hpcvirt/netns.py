@@ -1,0 +1,374 @@
+"""The ``netns-bridge`` testbed: "hosts" as network namespaces behind a
+software switch.
+
+Layout for ``NetnsBridge("ab1", hosts=2)``::
+
+    netns hv-ab1-h0          netns hv-ab1-sw                  netns hv-ab1-h1
+    eth0 198.18.0.1 --veth-- hvab1p0 -+- hvab1br -+- hvab1p1 --veth-- eth0 198.18.0.2
+
+The bridge lives in its own "switch" namespace and the veth pairs are created
+directly there (``ip -n``), so nothing is ever added to the caller's network
+namespace.  Addresses come from the benchmarking range 198.18.0.0/15 and
+never leave the namespaces.  Processes are started in a host with
+``ip netns exec hv-<tag>-h<i>``; MPI launchers reach the other hosts through
+``workflow/scripts/netns-rsh`` (an ssh stand-in, see :func:`launcher_argv`).
+
+Teardown (kill whatever still runs in the namespaces, delete them, which
+removes veths and the bridge) happens on normal exit, on exceptions and on
+SIGTERM/SIGINT (handlers installed for the duration of the ``with`` block);
+:func:`cleanup` removes the leftovers of a run that was SIGKILLed.
+Needs root and iproute2; imports nothing outside the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .placement import mpi_host_args
+
+TAG_RE = re.compile(r"^[a-z0-9]{1,8}$")
+BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
+IFNAMSIZ = 15
+HOST_IFACE = "eth0"
+MAX_HOSTS = 99
+CMD_TIMEOUT_S = 30
+
+OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+class TestbedError(RuntimeError):
+    """A testbed could not be created, or a job on it failed."""
+
+    __test__ = False          # not a pytest test class
+
+
+class TestbedInterrupted(TestbedError):
+    """SIGTERM/SIGINT arrived while a testbed was up (it was torn down)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}; testbed torn down")
+
+
+# ----------------------------------------------------------------- helpers
+def validate_tag(tag: str) -> str:
+    if not isinstance(tag, str) or not TAG_RE.match(tag):
+        raise ValueError(f"run tag must match {TAG_RE.pattern}, got {tag!r}")
+    return tag
+
+
+def agent_path() -> Path:
+    """The ``netns-rsh`` agent (``HPCVIRT_NETNS_RSH`` overrides)."""
+    env = os.environ.get("HPCVIRT_NETNS_RSH")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "scripts" / "netns-rsh"
+
+
+def names(tag: str, hosts: int = 2) -> dict:
+    """All object names of a testbed (pure)."""
+    validate_tag(tag)
+    if not 1 <= hosts <= MAX_HOSTS:
+        raise ValueError(f"hosts must be in 1..{MAX_HOSTS}, got {hosts}")
+    n = {
+        "switch_ns": f"hv-{tag}-sw",
+        "host_ns": [f"hv-{tag}-h{i}" for i in range(hosts)],
+        "bridge": f"hv{tag}br",
+        "switch_ports": [f"hv{tag}p{i}" for i in range(hosts)],
+        "host_iface": HOST_IFACE,
+    }
+    for ifname in [n["bridge"], *n["switch_ports"]]:
+        assert len(ifname) <= IFNAMSIZ, ifname
+    return n
+
+
+def host_addresses(subnet: str, hosts: int) -> tuple[ipaddress.IPv4Network, list[str]]:
+    """Validate ``subnet`` (inside 198.18.0.0/15) and give host i address i+1."""
+    net = ipaddress.ip_network(subnet, strict=True)
+    if net.version != 4 or not net.subnet_of(BENCH_NET):
+        raise ValueError(f"subnet {subnet} must lie inside the benchmarking range {BENCH_NET}")
+    usable = list(net.hosts())
+    if len(usable) < hosts + 1:
+        raise ValueError(f"subnet {subnet} too small for {hosts} hosts")
+    return net, [str(usable[i]) for i in range(hosts)]
+
+
+def run(cmd: Sequence[str], timeout: float = CMD_TIMEOUT_S, check: bool = True,
+        **kw) -> subprocess.CompletedProcess:
+    """subprocess.run with a mandatory timeout and a readable error."""
+    try:
+        cp = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired as e:
+        raise TestbedError(f"timed out after {timeout} s: {' '.join(cmd)}") from e
+    if check and cp.returncode != 0:
+        raise TestbedError(f"command failed ({cp.returncode}): {' '.join(cmd)}\n"
+                           f"{(cp.stderr or cp.stdout).strip()}")
+    return cp
+
+
+def list_netns() -> list[str]:
+    cp = run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in cp.stdout.splitlines() if line.strip()]
+
+
+def netns_pids(ns: str) -> list[int]:
+    cp = run(["ip", "netns", "pids", ns], check=False)
+    return [int(p) for p in cp.stdout.split() if p.isdigit()]
+
+
+def _kill_pids(pids: Sequence[int], grace_s: float = 3.0) -> None:
+    """SIGTERM, wait up to ``grace_s``, then SIGKILL."""
+    me = os.getpid()
+    pids = [p for p in pids if p != me]
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
+        time.sleep(0.05)
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGKILL)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def delete_netns(ns: str) -> None:
+    """Kill every process inside ``ns`` (all started by us), then delete it.
+    Deleting a namespace destroys the interfaces in it (veth peers go too)."""
+    if ns not in list_netns():
+        return
+    _kill_pids(netns_pids(ns))
+    run(["ip", "netns", "delete", ns], check=False)
+
+
+def cleanup(tag: str) -> list[str]:
+    """Remove every namespace of run ``tag`` (``hv-<tag>-*``), killing the
+    processes left inside.  Idempotent; returns the names removed."""
+    validate_tag(tag)
+    prefix = f"hv-{tag}-"
+    removed = []
+    # hosts first, switch last (their veth peers then vanish with the hosts)
+    for ns in sorted((n for n in list_netns() if n.startswith(prefix)),
+                     key=lambda n: n.endswith("-sw")):
+        delete_netns(ns)
+        removed.append(ns)
+    return removed
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While active, SIGTERM and SIGINT raise :class:`TestbedInterrupted`
+    (so ``finally`` blocks tear the testbed down); previous handlers are
+    restored afterwards.  No-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise TestbedInterrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[list]:
+    """Ignore-and-record SIGTERM/SIGINT (used around teardown so a second
+    signal cannot interrupt it).  Yields the list of received signals."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    old = {s: signal.signal(s, lambda n, f: got.append(n)) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield got
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def redeliver(signums: Sequence[int]) -> None:
+    """Re-send signals that arrived during a deferred teardown, now that the
+    caller's handlers are back."""
+    for s in dict.fromkeys(signums):
+        os.kill(os.getpid(), s)
+
+
+def require_root_tools(*tools: str) -> None:
+    if os.geteuid() != 0:
+        raise TestbedError("network namespaces need root")
+    for t in ("ip", *tools):
+        if shutil.which(t) is None:
+            raise TestbedError(f"required tool not found: {t}")
+
+
+# ----------------------------------------------------------------- testbed
+@dataclass
+class Testbed:
+    """What ``with NetnsBridge(...) as tb`` yields."""
+
+    __test__ = False
+
+    kind: str
+    tag: str
+    hosts: list[str]              # namespace names, also the MPI host names
+    addresses: list[str]          # eth0 address of each host
+    subnet: str
+    mtu: int
+    iface: str = HOST_IFACE
+    switch_ns: str = ""
+    bridge: str = ""
+    info: dict = field(default_factory=dict)
+
+    def host(self, h: int | str) -> str:
+        if isinstance(h, int):
+            return self.hosts[h]
+        if h not in self.hosts:
+            raise KeyError(f"unknown host {h!r}; hosts are {self.hosts}")
+        return h
+
+    def exec_prefix(self, h: int | str) -> list[str]:
+        """argv prefix running a command inside host ``h``."""
+        return ["ip", "netns", "exec", self.host(h)]
+
+    def launcher_argv(self, mpi: str, rank_hosts: Sequence[str] | None = None, *,
+                      ranks: int = 2, transport: str = "tcp") -> list[str]:
+        """See module function :func:`launcher_argv`."""
+        if rank_hosts is None:
+            rank_hosts = [self.hosts[i % len(self.hosts)] for i in range(ranks)]
+        return launcher_argv(mpi, rank_hosts, subnet=self.subnet, iface=self.iface,
+                             transport=transport)
+
+
+def launcher_argv(mpi: str, rank_hosts: Sequence[str], *, subnet: str = "198.18.0.0/24",
+                  iface: str = HOST_IFACE, transport: str = "tcp",
+                  agent: str | os.PathLike | None = None) -> list[str]:
+    """Full argv prefix (append the benchmark command) that launches
+    ``len(rank_hosts)`` ranks, rank i in namespace ``rank_hosts[i]``.
+
+    The launcher itself runs inside the first rank's namespace (it must reach
+    every daemon over the bridge).  ``transport="tcp"`` forces the TCP path
+    (Open MPI ob1/tcp, MPICH UCX tcp) restricted to the testbed subnet, even
+    for ranks that share a namespace; ``transport="default"`` lets the MPI
+    pick shared memory for ranks in the same namespace.  Ranks are never
+    bound to cores (``--bind-to none``: the daemons in different namespaces
+    do not know of each other and would all pin to core 0).
+    """
+    agent = str(agent or agent_path())
+    if transport not in ("tcp", "default"):
+        raise ValueError(f"transport must be 'tcp' or 'default', got {transport!r}")
+    first = rank_hosts[0]
+    prefix = ["ip", "netns", "exec", first, "env"]
+    if mpi == "openmpi":
+        argv = prefix + [f"{k}={v}" for k, v in OMPI_ROOT_ENV.items()] + [
+            "mpirun", *mpi_host_args("openmpi", rank_hosts),
+            "--mca", "plm_rsh_agent", agent,
+            "--mca", "oob_tcp_if_include", subnet,
+            "--bind-to", "none",
+        ]
+        if transport == "tcp":
+            argv += ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
+                     "--mca", "btl_tcp_if_include", subnet]
+        return argv
+    if mpi == "mpich":
+        env = [f"UCX_NET_DEVICES={iface}"]
+        if transport == "tcp":
+            env += ["UCX_TLS=tcp,self", "MPIR_CVAR_NOLOCAL=1"]
+        return prefix + env + [
+            "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", agent,
+            "-iface", iface, "-bind-to", "none", *mpi_host_args("mpich", rank_hosts),
+        ]
+    raise ValueError(f"unknown MPI {mpi!r}; expected 'openmpi' or 'mpich'")
+
+
+class NetnsBridge:
+    """Context manager building the ``netns-bridge`` testbed (see module doc).
+
+    >>> with NetnsBridge("r1") as tb:                         # doctest: +SKIP
+    ...     subprocess.run(tb.launcher_argv("openmpi") + ["NPopenmpi", ...], timeout=300)
+    """
+
+    def __init__(self, tag: str, hosts: int = 2, subnet: str = "198.18.0.0/24",
+                 mtu: int = 1500, setup_timeout_s: float = 30):
+        self.names = names(tag, hosts)
+        self.tag = tag
+        self.nhosts = hosts
+        self.net, self.addresses = host_addresses(subnet, hosts)
+        if not 68 <= int(mtu) <= 65535:
+            raise ValueError(f"mtu out of range: {mtu}")
+        self.mtu = int(mtu)
+        self.setup_timeout_s = setup_timeout_s
+        self._signals: contextlib.ExitStack | None = None
+        self.testbed: Testbed | None = None
+
+    # -- construction
+    def _create(self) -> Testbed:
+        n, sw = self.names, self.names["switch_ns"]
+        ip = lambda *a: run(["ip", *a], timeout=self.setup_timeout_s)  # noqa: E731
+        ip("netns", "add", sw)
+        ip("-n", sw, "link", "set", "lo", "up")
+        ip("-n", sw, "link", "add", n["bridge"], "mtu", str(self.mtu), "type", "bridge")
+        ip("-n", sw, "link", "set", n["bridge"], "up")
+        for i, (hns, port) in enumerate(zip(n["host_ns"], n["switch_ports"])):
+            ip("netns", "add", hns)
+            ip("-n", hns, "link", "set", "lo", "up")
+            ip("-n", sw, "link", "add", port, "mtu", str(self.mtu), "type", "veth",
+               "peer", "name", HOST_IFACE, "mtu", str(self.mtu), "netns", hns)
+            ip("-n", sw, "link", "set", port, "master", n["bridge"], "up")
+            ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}",
+               "dev", HOST_IFACE)
+            ip("-n", hns, "link", "set", HOST_IFACE, "up")
+        return Testbed(kind="netns-bridge", tag=self.tag, hosts=list(n["host_ns"]),
+                       addresses=list(self.addresses), subnet=str(self.net), mtu=self.mtu,
+                       switch_ns=sw, bridge=n["bridge"],
+                       info={"testbed": "netns-bridge", "hosts": self.nhosts,
+                             "subnet": str(self.net), "mtu": self.mtu,
+                             "agent": str(agent_path())})
+
+    def __enter__(self) -> Testbed:
+        require_root_tools()
+        self._signals = contextlib.ExitStack()
+        self._signals.enter_context(signals_raise())
+        try:
+            cleanup(self.tag)          # leftovers of a crashed run with this tag
+            self.testbed = self._create()
+            return self.testbed
+        except BaseException:
+            self._teardown()
+            raise
+
+    def __exit__(self, *exc) -> bool:
+        self._teardown()
+        return False
+
+    def _teardown(self) -> None:
+        try:
+            with signals_deferred() as pending:
+                cleanup(self.tag)
+        finally:
+            if self._signals is not None:
+                self._signals.close()      # restore the caller's handlers
+                self._signals = None
+        redeliver(pending)

@@ -1,0 +1,472 @@
+"""The ``qemu`` testbed: Debian guests on a bridge inside a network namespace.
+
+Layout for ``QemuCluster("ab1", guests=2)``::
+
+    netns hv-ab1-vm
+      hvab1br 198.18.1.254/24  (bridge; the ssh client side)
+        +- hvab1t0 (tap) -- qemu guest g0, virtio-net, 198.18.1.1
+        +- hvab1t1 (tap) -- qemu guest g1, virtio-net, 198.18.1.2
+
+Guests boot the image of ``workflow/scripts/build-guest-image.sh`` (kernel
+and initrd passed with ``-kernel/-initrd``, root disk through a per-guest
+qcow2 overlay, so the cached base image is never written).  The address and
+host name of each guest come from the kernel command line
+(``hpcvirt.ip=``, ``hpcvirt.hostname=``, ``hpcvirt.hosts=``).  ssh from the
+namespace into each guest uses the key pair generated when the image was built
+and a ``known_hosts`` file pinned to the image's host key.
+
+``accel="auto"`` uses KVM only if a quick probe boot (kernel with no root
+file system, ``-no-reboot``: it must print its banner and panic within
+seconds) really works; otherwise TCG.  The choice is in ``cluster.accel``
+and ``cluster.info`` (record it: under TCG the numbers measure the emulator).
+
+Teardown (qemu processes, anything else inside the namespace, taps, bridge,
+namespace, overlays) runs on normal exit, exceptions, boot timeouts,
+SIGTERM and SIGINT; :func:`cleanup` removes what a SIGKILLed run left.
+A guest that dies while a command runs (:meth:`Cluster.run`) aborts the
+command at once with :class:`GuestDied` naming the guest and showing its
+serial log, instead of waiting for TCP timeouts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .netns import (BENCH_NET, OMPI_ROOT_ENV, TestbedError, _kill_pids, delete_netns,
+                    list_netns, redeliver, require_root_tools, run, signals_deferred, signals_raise,
+                    validate_tag)
+from .placement import mpi_host_args
+
+QEMU = "qemu-system-x86_64"
+DEFAULT_SUBNET = "198.18.1.0/24"
+SSH_CONNECT_TIMEOUT_S = 3
+
+
+class BootTimeout(TestbedError):
+    """A guest did not answer ssh in time."""
+
+
+class GuestDied(TestbedError):
+    """A guest's qemu process exited while the cluster was in use."""
+
+
+# ----------------------------------------------------------------- paths
+def workdir() -> Path:
+    return Path(os.environ.get("HPCVIRT_WORKDIR", "/work/main/.hpcvirt"))
+
+
+def build_script() -> Path:
+    return Path(__file__).resolve().parents[2] / "scripts" / "build-guest-image.sh"
+
+
+def ensure_guest_image(timeout_s: float = 1800, force: bool = False) -> Path:
+    """Build (or reuse from the cache) the guest image; return its directory
+    ``$HPCVIRT_WORKDIR/guest/<key>``."""
+    cmd = ["bash", str(build_script())] + (["--force"] if force else [])
+    cp = run(cmd, timeout=timeout_s, check=False)
+    if cp.returncode != 0:
+        raise TestbedError(f"guest image build failed ({cp.returncode}):\n{cp.stderr[-3000:]}")
+    out = Path(cp.stdout.strip().splitlines()[-1])
+    for f in ("vmlinuz", "initrd.img", "rootfs.raw", "ssh/id_ed25519",
+              "ssh/ssh_host_ed25519_key.pub", ".complete"):
+        if not (out / f).exists():
+            raise TestbedError(f"guest image {out} incomplete: {f} missing")
+    return out
+
+
+def guest_image_key(timeout_s: float = 60) -> str:
+    """Cache key of the image the build script would produce now."""
+    return run(["bash", str(build_script()), "--print-key"], timeout=timeout_s).stdout.strip()
+
+
+# ----------------------------------------------------------------- pure parts
+def names(tag: str, guests: int = 2) -> dict:
+    validate_tag(tag)
+    if not 1 <= guests <= 99:
+        raise ValueError(f"guests must be in 1..99, got {guests}")
+    return {
+        "ns": f"hv-{tag}-vm",
+        "bridge": f"hv{tag}br",
+        "taps": [f"hv{tag}t{i}" for i in range(guests)],
+        "guests": [f"g{i}" for i in range(guests)],
+        "run_dir": workdir() / "run" / f"qemu-{tag}",
+    }
+
+
+def guest_addresses(subnet: str, guests: int) -> tuple[ipaddress.IPv4Network, list[str], str]:
+    """(network, guest addresses .1 .. .n, bridge address = last usable)."""
+    net = ipaddress.ip_network(subnet, strict=True)
+    if net.version != 4 or not net.subnet_of(BENCH_NET):
+        raise ValueError(f"subnet {subnet} must lie inside the benchmarking range {BENCH_NET}")
+    usable = list(net.hosts())
+    if len(usable) < guests + 1:
+        raise ValueError(f"subnet {subnet} too small for {guests} guests")
+    return net, [str(usable[i]) for i in range(guests)], str(usable[-1])
+
+
+def guest_mac(tag: str, i: int) -> str:
+    """Deterministic locally administered MAC per (tag, guest)."""
+    h = sum(ord(c) * 31 ** k for k, c in enumerate(tag)) & 0xFFFF
+    return f"52:54:{h >> 8:02x}:{h & 0xFF:02x}:00:{i:02x}"
+
+
+def kernel_cmdline(name: str, addr: str, prefixlen: int, hosts: dict[str, str],
+                   mtu: int = 1500) -> str:
+    hosts_s = ",".join(f"{n}:{a}" for n, a in hosts.items())
+    return (f"console=ttyS0 root=/dev/vda rw panic=-1 quiet "
+            f"hpcvirt.ip={addr}/{prefixlen} hpcvirt.hostname={name} "
+            f"hpcvirt.hosts={hosts_s} hpcvirt.mtu={mtu}")
+
+
+def qemu_argv(*, accel: str, vcpus: int, memory_mb: int, kernel: Path, initrd: Path,
+              disk: Path, append: str, tap: str, mac: str, serial_log: Path,
+              pidfile: Path) -> list[str]:
+    if accel == "kvm":
+        accel_args = ["-accel", "kvm", "-cpu", "host"]
+    elif accel == "tcg":
+        accel_args = ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    else:
+        raise ValueError(f"accel must be 'kvm' or 'tcg', got {accel!r}")
+    return [
+        QEMU, *accel_args, "-machine", "q35", "-smp", str(vcpus), "-m", str(memory_mb),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-kernel", str(kernel), "-initrd", str(initrd), "-append", append,
+        "-drive", f"file={disk},if=virtio,format=qcow2,cache=unsafe",
+        "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
+        "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
+        "-serial", f"file:{serial_log}", "-pidfile", str(pidfile),
+    ]
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "(no serial log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ----------------------------------------------------------------- accel probe
+_PROBE_CACHE: dict[str, tuple[bool, str]] = {}
+
+
+def probe_kvm_cached(image: Path, timeout_s: float = 10) -> tuple[bool, str]:
+    """:func:`probe_kvm`, run once per process and image."""
+    if str(image) not in _PROBE_CACHE:
+        _PROBE_CACHE[str(image)] = probe_kvm(image, timeout_s)
+    return _PROBE_CACHE[str(image)]
+
+
+def probe_kvm(image: Path, timeout_s: float = 10) -> tuple[bool, str]:
+    """Boot the guest kernel under KVM without a root file system.  It works
+    if the kernel prints its banner and reaches the (expected) "VFS: unable
+    to mount root" panic, then qemu exits by itself (``-no-reboot``), all
+    within ``timeout_s``.  Returns (ok, reason)."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm not accessible"
+    log = Path(f"/tmp/hpcvirt-kvm-probe-{os.getpid()}.serial")
+    argv = [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-smp", "1",
+            "-m", "256", "-nodefaults", "-no-user-config", "-display", "none",
+            "-no-reboot", "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.img"),
+            "-append", "console=ttyS0 panic=-1 rdinit=/nonexistent root=/dev/nonexistent",
+            "-serial", f"file:{log}"]
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if "Linux version" in text and "Kernel panic" in text:
+            return True, "probe boot reached the kernel panic"
+        return False, f"probe exited {cp.returncode}: {(cp.stderr.strip() or 'no kernel output')[-300:]}"
+    except subprocess.TimeoutExpired:
+        return False, f"probe boot produced no complete kernel boot within {timeout_s} s"
+    finally:
+        with contextlib.suppress(OSError):
+            log.unlink()
+
+
+# ----------------------------------------------------------------- cleanup
+def _pid_is_our_qemu(pid: int, run_dir: Path) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(cmd) and cmd[0].endswith(QEMU.encode()) and any(
+        str(run_dir).encode() in a for a in cmd)
+
+
+def cleanup(tag: str) -> list[str]:
+    """Kill the qemu processes of run ``tag`` (from their pidfiles, checked
+    against /proc/PID/cmdline), everything else in its namespace, delete the
+    namespace (taps and bridge go with it) and the overlays.  Idempotent;
+    returns what it removed."""
+    n = names(tag)
+    removed = []
+    run_dir = n["run_dir"]
+    pids = []
+    if run_dir.is_dir():
+        for pf in run_dir.glob("*.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                pid = int(pf.read_text().strip())
+                if _pid_is_our_qemu(pid, run_dir):
+                    pids.append(pid)
+    if pids:
+        _kill_pids(pids, grace_s=5)
+        removed += [f"qemu pid {p}" for p in pids]
+    if n["ns"] in list_netns():
+        delete_netns(n["ns"])
+        removed.append(n["ns"])
+    if run_dir.is_dir():
+        for f in list(run_dir.glob("*.qcow2")) + list(run_dir.glob("*.pid")):
+            with contextlib.suppress(OSError):
+                f.unlink()
+    return removed
+
+
+# ----------------------------------------------------------------- cluster
+@dataclass
+class Cluster:
+    """What ``with QemuCluster(...) as c`` yields."""
+
+    kind: str
+    tag: str
+    guests: list[str]             # guest host names (g0, g1, ...), known inside the guests
+    addresses: list[str]
+    subnet: str
+    accel: str                    # "kvm" or "tcg": the accelerator actually used
+    ns: str
+    key: Path
+    known_hosts: Path
+    run_dir: Path
+    serial_logs: list[Path]
+    procs: list[subprocess.Popen] = field(repr=False, default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    def _index(self, g: int | str) -> int:
+        if isinstance(g, int):
+            return g
+        if g in self.guests:
+            return self.guests.index(g)
+        if g in self.addresses:
+            return self.addresses.index(g)
+        raise KeyError(f"unknown guest {g!r}; guests are {self.guests}")
+
+    def exec_prefix(self, g: int | str) -> list[str]:
+        """argv prefix running a command in guest ``g`` (ssh from the
+        namespace).  ssh joins the remaining arguments with spaces and hands
+        them to the guest's shell: quote with :func:`shlex.join`."""
+        i = self._index(g)
+        return ["ip", "netns", "exec", self.ns, "ssh", "-i", str(self.key),
+                "-o", f"UserKnownHostsFile={self.known_hosts}",
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+                "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}", "-o", "LogLevel=ERROR",
+                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                f"root@{self.addresses[i]}"]
+
+    def argv(self, g: int | str, cmd: Sequence[str] | str) -> list[str]:
+        remote = cmd if isinstance(cmd, str) else shlex.join(cmd)
+        return self.exec_prefix(g) + [remote]
+
+    def check_alive(self) -> None:
+        for i, p in enumerate(self.procs):
+            rc = p.poll()
+            if rc is not None:
+                raise GuestDied(
+                    f"guest {self.guests[i]} ({self.addresses[i]}, qemu pid {p.pid}) exited "
+                    f"with status {rc}; serial log {self.serial_logs[i]} ends with:\n"
+                    f"{tail(self.serial_logs[i])}")
+
+    def run(self, g: int | str, cmd: Sequence[str] | str, timeout: float,
+            check: bool = True, poll_s: float = 0.5) -> subprocess.CompletedProcess:
+        """Run ``cmd`` in guest ``g``; stop it and raise :class:`GuestDied`
+        as soon as any guest's qemu exits, :class:`TestbedError` on timeout
+        or (``check``) non-zero exit."""
+        argv = self.argv(g, cmd)
+        self.check_alive()
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    out, err = p.communicate(timeout=poll_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    self.check_alive()
+                    if time.monotonic() > deadline:
+                        raise TestbedError(
+                            f"command in guest {self.guests[self._index(g)]} timed out "
+                            f"after {timeout} s: {argv[-1]}") from None
+        finally:
+            if p.poll() is None:
+                p.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.communicate(timeout=5)
+        cp = subprocess.CompletedProcess(argv, p.returncode, out, err)
+        if check and cp.returncode != 0:
+            self.check_alive()        # a dead guest explains the failure better
+            raise TestbedError(f"command in guest {self.guests[self._index(g)]} failed "
+                               f"({cp.returncode}): {argv[-1]}\n{(err or out).strip()[-2000:]}")
+        return cp
+
+    def mpi_argv(self, mpi: str, rank_guests: Sequence[str] | None = None, *,
+                 ranks: int = 2, transport: str = "tcp") -> list[str]:
+        """Launcher command to run INSIDE the first rank's guest (pass it to
+        :meth:`run` with the benchmark appended); rank i runs in guest
+        ``rank_guests[i]`` (guest names ``g0``...), reached over ssh."""
+        if rank_guests is None:
+            rank_guests = [self.guests[i % len(self.guests)] for i in range(ranks)]
+        if mpi == "openmpi":
+            argv = ["env", *(f"{k}={v}" for k, v in OMPI_ROOT_ENV.items()), "mpirun",
+                    *mpi_host_args("openmpi", rank_guests),
+                    "--mca", "oob_tcp_if_include", self.subnet, "--bind-to", "none"]
+            if transport == "tcp":
+                argv += ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
+                         "--mca", "btl_tcp_if_include", self.subnet]
+            return argv
+        if mpi == "mpich":
+            env = ["env"] + (["UCX_TLS=tcp,self", "MPIR_CVAR_NOLOCAL=1"] if transport == "tcp" else [])
+            return env + ["mpiexec.mpich", "-launcher", "ssh", "-bind-to", "none",
+                          *mpi_host_args("mpich", rank_guests)]
+        raise ValueError(f"unknown MPI {mpi!r}; expected 'openmpi' or 'mpich'")
+
+
+class QemuCluster:
+    """Context manager: boot ``guests`` qemu guests on a private bridge and
+    wait until ssh answers in each; yields a :class:`Cluster`."""
+
+    def __init__(self, tag: str, guests: int = 2, vcpus: int = 1, memory_mb: int = 1024,
+                 accel: str = "auto", boot_timeout_s: float = 240,
+                 subnet: str = DEFAULT_SUBNET, mtu: int = 1500, image: Path | None = None):
+        if accel not in ("auto", "kvm", "tcg"):
+            raise ValueError(f"accel must be auto, kvm or tcg, got {accel!r}")
+        self.n = names(tag, guests)
+        self.tag, self.nguests = tag, guests
+        self.vcpus, self.memory_mb, self.mtu = int(vcpus), int(memory_mb), int(mtu)
+        self.accel_req, self.boot_timeout_s = accel, boot_timeout_s
+        self.net, self.addresses, self.bridge_addr = guest_addresses(subnet, guests)
+        self.image = Path(image) if image else None
+        self._signals: contextlib.ExitStack | None = None
+        self.cluster: Cluster | None = None
+
+    def __enter__(self) -> Cluster:
+        require_root_tools(QEMU, "qemu-img", "ssh")
+        self._signals = contextlib.ExitStack()
+        self._signals.enter_context(signals_raise())
+        try:
+            cleanup(self.tag)
+            self.cluster = self._start()
+            return self.cluster
+        except BaseException:
+            self._teardown()
+            raise
+
+    def __exit__(self, *exc) -> bool:
+        self._teardown()
+        return False
+
+    def _teardown(self) -> None:
+        try:
+            with signals_deferred() as pending:
+                if self.cluster is not None:
+                    _kill_pids([p.pid for p in self.cluster.procs if p.poll() is None],
+                               grace_s=5)
+                    for p in self.cluster.procs:
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            p.wait(timeout=5)
+                cleanup(self.tag)
+        finally:
+            if self._signals is not None:
+                self._signals.close()
+                self._signals = None
+        redeliver(pending)
+
+    def _start(self) -> Cluster:
+        t0 = time.monotonic()
+        image = self.image or ensure_guest_image()
+        n, ns, run_dir = self.n, self.n["ns"], self.n["run_dir"]
+        run_dir.mkdir(parents=True, exist_ok=True)
+        accel, accel_note = self.accel_req, "requested"
+        if accel == "auto":
+            ok, accel_note = probe_kvm_cached(image)
+            accel = "kvm" if ok else "tcg"
+
+        # known_hosts pinned to the image's host key, under names and addresses
+        hostkey = (image / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        known = run_dir / "known_hosts"
+        known.write_text("".join(f"{a} {' '.join(hostkey)}\n" for a in self.addresses))
+        key = image / "ssh" / "id_ed25519"
+
+        ip = lambda *a: run(["ip", *a], timeout=30)  # noqa: E731
+        ip("netns", "add", ns)
+        ip("-n", ns, "link", "set", "lo", "up")
+        ip("-n", ns, "link", "add", n["bridge"], "mtu", str(self.mtu), "type", "bridge")
+        ip("-n", ns, "addr", "add", f"{self.bridge_addr}/{self.net.prefixlen}", "dev", n["bridge"])
+        ip("-n", ns, "link", "set", n["bridge"], "up")
+        hosts = dict(zip(n["guests"], self.addresses))
+        procs, serials = [], []
+        cluster = Cluster(kind="qemu", tag=self.tag, guests=list(n["guests"]),
+                          addresses=list(self.addresses), subnet=str(self.net), accel=accel,
+                          ns=ns, key=key, known_hosts=known, run_dir=run_dir,
+                          serial_logs=serials, procs=procs)
+        self.cluster = cluster            # from here on teardown knows the processes
+        for i, (g, tap) in enumerate(zip(n["guests"], n["taps"])):
+            ip("-n", ns, "tuntap", "add", "dev", tap, "mode", "tap")
+            ip("-n", ns, "link", "set", tap, "mtu", str(self.mtu), "master", n["bridge"], "up")
+            overlay = run_dir / f"{g}.qcow2"
+            run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image / "rootfs.raw"),
+                 "-F", "raw", str(overlay)], timeout=30)
+            serial = run_dir / f"{g}.serial"
+            serial.unlink(missing_ok=True)
+            serials.append(serial)
+            argv = qemu_argv(accel=accel, vcpus=self.vcpus, memory_mb=self.memory_mb,
+                             kernel=image / "vmlinuz", initrd=image / "initrd.img",
+                             disk=overlay, tap=tap, mac=guest_mac(self.tag, i),
+                             append=kernel_cmdline(g, self.addresses[i], self.net.prefixlen,
+                                                   hosts, self.mtu),
+                             serial_log=serial, pidfile=run_dir / f"{g}.pid")
+            # ip netns exec execs qemu directly: Popen.pid is qemu's pid.
+            # New session: a terminal's Ctrl-C reaches only us; we stop qemu.
+            with open(run_dir / f"{g}.qemu.log", "w") as qlog:
+                procs.append(subprocess.Popen(
+                    ["ip", "netns", "exec", ns, *argv], stdin=subprocess.DEVNULL,
+                    stdout=qlog, stderr=subprocess.STDOUT, start_new_session=True))
+        boot = self._wait_ssh(cluster, time.monotonic())
+        cluster.info = {
+            "testbed": "qemu", "accel": accel, "accel_reason": accel_note,
+            "accel_requested": self.accel_req, "guests": self.nguests, "vcpus": self.vcpus,
+            "memory_mb": self.memory_mb, "subnet": str(self.net), "mtu": self.mtu,
+            "image": str(image), "image_key": image.name,
+            "qemu_version": run([QEMU, "--version"], timeout=10).stdout.splitlines()[0],
+            "boot_to_ssh_s": boot, "setup_s": round(time.monotonic() - t0, 1),
+        }
+        with contextlib.suppress(OSError):
+            import json
+            cluster.info["image_build"] = json.loads((image / "build.json").read_text())
+        return cluster
+
+    def _wait_ssh(self, c: Cluster, t_start: float) -> dict[str, float]:
+        deadline = t_start + self.boot_timeout_s
+        pending = set(range(self.nguests))
+        ready: dict[str, float] = {}
+        while pending:
+            c.check_alive()
+            for i in sorted(pending):
+                cp = run(c.argv(i, "true"), timeout=SSH_CONNECT_TIMEOUT_S + 10, check=False)
+                if cp.returncode == 0:
+                    ready[c.guests[i]] = round(time.monotonic() - t_start, 1)
+                    pending.discard(i)
+            if pending and time.monotonic() > deadline:
+                i = min(pending)
+                raise BootTimeout(
+                    f"guest {c.guests[i]} ({c.addresses[i]}, accel {c.accel}) did not answer "
+                    f"ssh within {self.boot_timeout_s} s; serial log {c.serial_logs[i]} ends with:\n"
+                    f"{tail(c.serial_logs[i])}")
+            if pending:
+                time.sleep(1)
+        return ready

@@ -1,0 +1,191 @@
+#!/bin/bash
+# Build (or reuse) the Debian bookworm guest image for the `qemu` testbed.
+#
+#   build-guest-image.sh [--print-key] [--force]
+#
+# Output: ${HPCVIRT_WORKDIR:-/work/main/.hpcvirt}/guest/<key>/
+#   vmlinuz, initrd.img   kernel + initramfs extracted from the image (-kernel/-initrd)
+#   rootfs.raw            ext4 root filesystem (virtio disk /dev/vda, no partition table)
+#   ssh/                  host key + user key GENERATED HERE (never committed)
+#   packages.txt          requested package=version list (the cache key input)
+#   dpkg.txt              every package actually installed in the guest
+#   build.json            build metadata (time, sizes, key)
+#   .complete             written last; its presence means the cache entry is usable
+# The last line printed on stdout is the output directory.
+#
+# <key> is the first 16 hex digits of sha256(packages.txt + build parameters).
+# Packages that are installed on the build host are pinned to the host's
+# version (so guest and host run the same MPI/NetPIPE builds); the others
+# (the kernel) are pinned to the archive's candidate version at key time.
+# Recommends are not installed.  SOURCE_DATE_EPOCH is fixed.
+set -euo pipefail
+
+FORMAT=2                        # bump when the image layout/customisation changes
+SUITE=bookworm
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}   # 2024-01-01T00:00:00Z
+ROOTFS_SIZE=${HPCVIRT_GUEST_ROOTFS_SIZE:-2G}
+MIRRORS=(
+  "deb http://deb.debian.org/debian $SUITE main"
+  "deb http://deb.debian.org/debian $SUITE-updates main"
+  "deb http://deb.debian.org/debian-security $SUITE-security main"
+)
+# Requested packages (dependencies are resolved by apt).
+PACKAGES=(
+  linux-image-cloud-amd64 openssh-server openmpi-bin mpich
+  netpipe-openmpi netpipe-mpich2 qperf iproute2
+  systemd-sysv udev kmod initramfs-tools netbase procps
+)
+
+print_key=0; force=0
+for a in "$@"; do
+  case $a in
+    --print-key) print_key=1 ;;
+    --force) force=1 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "build-guest-image.sh: unknown argument $a" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "build-guest-image.sh: $*" >&2; exit 1; }
+
+# --- resolve the pinned package list -------------------------------------
+spec=""
+for p in "${PACKAGES[@]}"; do
+  v=$(dpkg-query -W -f='${db:Status-Status} ${Version}' "$p" 2>/dev/null \
+      | awk '$1=="installed"{print $2}') || true
+  if [ -z "$v" ]; then
+    v=$(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/{print $2}')
+    [ -n "$v" ] && [ "$v" != "(none)" ] \
+      || die "package $p is neither installed on the host nor known to apt (run apt-get update)"
+  fi
+  spec+="$p=$v"$'\n'
+done
+spec=$(printf '%s' "$spec" | LC_ALL=C sort)
+params="format=$FORMAT suite=$SUITE sde=$SOURCE_DATE_EPOCH size=$ROOTFS_SIZE variant=apt no-recommends"
+key=$(printf '%s\n%s\n%s\n' "$spec" "$params" "${MIRRORS[*]}" | sha256sum | cut -c1-16)
+
+if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
+
+WORKDIR=${HPCVIRT_WORKDIR:-/work/main/.hpcvirt}
+out="$WORKDIR/guest/$key"
+if [ -f "$out/.complete" ] && [ "$force" = 0 ]; then
+  echo "build-guest-image.sh: cached image $out" >&2
+  echo "$out"; exit 0
+fi
+
+[ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap root mode, mke2fs -d)"
+for t in mmdebstrap mke2fs ssh-keygen sha256sum; do
+  command -v "$t" >/dev/null || die "missing tool: $t"
+done
+
+start=$(date +%s)
+tmp="$WORKDIR/guest/.build-$key.$$"
+rm -rf "$tmp"; mkdir -p "$tmp/ssh"
+trap 'rm -rf "$tmp"' EXIT
+printf '%s\n' "$spec" > "$tmp/packages.txt"
+printf '%s\n' "$params" > "$tmp/params.txt"
+
+# --- keys generated at build time (never committed) ------------------------
+ssh-keygen -q -t ed25519 -N '' -C "hpcvirt-guest-host-$key" -f "$tmp/ssh/ssh_host_ed25519_key"
+ssh-keygen -q -t ed25519 -N '' -C "hpcvirt-user-$key" -f "$tmp/ssh/id_ed25519"
+
+# --- guest files --------------------------------------------------------------
+files="$tmp/files"; mkdir -p "$files"
+cat > "$files/hpcvirt-net" <<'EOF'
+#!/bin/sh
+# Configure the guest from the kernel command line:
+#   hpcvirt.ip=ADDR/PREFIX  hpcvirt.hostname=NAME  hpcvirt.hosts=NAME:ADDR,NAME:ADDR
+set -e
+for w in $(cat /proc/cmdline); do
+  case "$w" in
+    hpcvirt.ip=*) ip_addr=${w#hpcvirt.ip=} ;;
+    hpcvirt.hostname=*) hn=${w#hpcvirt.hostname=} ;;
+    hpcvirt.hosts=*) hosts=${w#hpcvirt.hosts=} ;;
+    hpcvirt.mtu=*) mtu=${w#hpcvirt.mtu=} ;;
+  esac
+done
+ip link set lo up
+[ -n "$hn" ] && hostname "$hn" && echo "$hn" > /etc/hostname
+{ echo "127.0.0.1 localhost"
+  if [ -n "$hosts" ]; then
+    echo "$hosts" | tr ',' '\n' | while IFS=: read -r n a; do echo "$a $n"; done
+  fi
+} > /etc/hosts
+dev=""
+for i in $(seq 100); do
+  for d in /sys/class/net/*; do [ -e "$d/device" ] && dev=${d##*/} && break; done
+  [ -n "$dev" ] && break; sleep 0.1
+done
+if [ -n "$ip_addr" ] && [ -n "$dev" ]; then
+  [ -n "$mtu" ] && ip link set "$dev" mtu "$mtu"
+  ip addr add "$ip_addr" dev "$dev"
+  ip link set "$dev" up
+fi
+echo "hpcvirt-net: $dev $ip_addr $hn" > /dev/console 2>/dev/null || true
+EOF
+cat > "$files/hpcvirt-net.service" <<'EOF'
+[Unit]
+Description=hpcvirt static network from kernel command line
+DefaultDependencies=no
+After=systemd-udevd.service local-fs.target
+Before=network.target ssh.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/hpcvirt-net
+[Install]
+WantedBy=multi-user.target
+EOF
+
+pin_args=()
+while read -r line; do [ -n "$line" ] && pin_args+=("--include=$line"); done <<< "$spec"
+
+mmdebstrap \
+  --mode=root --variant=apt --format=directory \
+  --aptopt='APT::Install-Recommends "false"' \
+  --aptopt='APT::Install-Suggests "false"' \
+  --dpkgopt='path-exclude=/usr/share/doc/*' \
+  --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+  --dpkgopt='path-exclude=/usr/share/man/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d"; echo "MODULES=most" > "$1/etc/initramfs-tools/conf.d/hpcvirt"' \
+  "${pin_args[@]}" \
+  --customize-hook="install -m 0755 $files/hpcvirt-net \"\$1/usr/local/sbin/hpcvirt-net\"" \
+  --customize-hook="install -m 0644 $files/hpcvirt-net.service \"\$1/etc/systemd/system/hpcvirt-net.service\"" \
+  --customize-hook='chroot "$1" systemctl enable hpcvirt-net.service' \
+  --customize-hook='chroot "$1" systemctl mask systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service e2scrub_all.timer fstrim.timer man-db.timer 2>/dev/null || true' \
+  --customize-hook='echo "/dev/vda / ext4 defaults,noatime 0 1" > "$1/etc/fstab"' \
+  --customize-hook='echo hpcvirt-guest > "$1/etc/hostname"' \
+  --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*' \
+  --customize-hook="install -m 0600 $tmp/ssh/ssh_host_ed25519_key \"\$1/etc/ssh/ssh_host_ed25519_key\"" \
+  --customize-hook="install -m 0644 $tmp/ssh/ssh_host_ed25519_key.pub \"\$1/etc/ssh/ssh_host_ed25519_key.pub\"" \
+  --customize-hook='printf "HostKey /etc/ssh/ssh_host_ed25519_key\nUseDNS no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nAcceptEnv OMPI_* MPIR_* UCX_* HYDRA_*\n" > "$1/etc/ssh/sshd_config.d/hpcvirt.conf"' \
+  --customize-hook='mkdir -p -m 0700 "$1/root/.ssh"' \
+  --customize-hook="install -m 0600 $tmp/ssh/id_ed25519.pub \"\$1/root/.ssh/authorized_keys\"" \
+  --customize-hook="install -m 0600 $tmp/ssh/id_ed25519 \"\$1/root/.ssh/id_ed25519\"" \
+  --customize-hook='printf "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  BatchMode yes\n" > "$1/root/.ssh/config"; chmod 600 "$1/root/.ssh/config"' \
+  --customize-hook='printf "OMPI_ALLOW_RUN_AS_ROOT=1\nOMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n" >> "$1/etc/environment"' \
+  --customize-hook='chroot "$1" passwd -l root >/dev/null' \
+  --customize-hook="chroot \"\$1\" dpkg-query -W -f='\${Package}=\${Version}\n' > $tmp/dpkg.txt" \
+  --customize-hook="cp -L \"\$1\"/boot/vmlinuz-* $tmp/vmlinuz; cp -L \"\$1\"/boot/initrd.img-* $tmp/initrd.img" \
+  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/etc/machine-id; : > "$1/etc/machine-id"' \
+  "$SUITE" "$tmp/root" "${MIRRORS[@]}" >&2
+
+# ext4 without mounting anything: mke2fs -d.  Fixed UUID and hash seed.
+E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mke2fs -q -F -t ext4 -L hpcvirt-root \
+  -U 6c1e2a9e-0d1b-4f7a-9f3e-3a5b4c2d1e00 -E hash_seed=6c1e2a9e-0d1b-4f7a-9f3e-3a5b4c2d1e01,root_owner=0:0 \
+  -d "$tmp/root" "$tmp/rootfs.raw" "$ROOTFS_SIZE" >&2
+rm -rf "$tmp/root" "$files"
+
+end=$(date +%s)
+cat > "$tmp/build.json" <<EOF
+{"key": "$key", "suite": "$SUITE", "format": $FORMAT, "source_date_epoch": $SOURCE_DATE_EPOCH,
+ "build_seconds": $((end - start)),
+ "rootfs_apparent_bytes": $(stat -c %s "$tmp/rootfs.raw"),
+ "rootfs_allocated_bytes": $(( $(stat -c %b "$tmp/rootfs.raw") * $(stat -c %B "$tmp/rootfs.raw") )),
+ "kernel": "$(grep '^linux-image-[0-9]' "$tmp/dpkg.txt" | head -n1)"}
+EOF
+touch "$tmp/.complete"
+rm -rf "$out"; mkdir -p "$(dirname "$out")"; mv "$tmp" "$out"; trap - EXIT
+echo "build-guest-image.sh: built $out in $((end - start)) s" >&2
+echo "$out"
