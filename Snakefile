@@ -15,6 +15,7 @@ container: "containers/workflow.sif"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/software.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/parse.smk"
 include: "workflow/rules/aggregate.smk"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import matrix
+from hpcvirt import matrix, slurm
 from hpcvirt.config import ConfigError, load_study
 
 try:
@@ -53,3 +53,36 @@ def tidy_tables(wildcards):
 
 def paper_sections(wildcards):
     return sorted(str(p) for p in Path("paper/sections").glob("*.tex"))
+
+
+def _testbed(wildcards):
+    return TESTBEDS[wildcards.testbed]
+
+
+def measurement_group(wildcards):
+    """Slurm: small measurements share one allocation (see hpcvirt.slurm)."""
+    return slurm.group(_testbed(wildcards), wildcards.benchmark)
+
+
+def measurement_runtime(wildcards):
+    return slurm.resources(_testbed(wildcards), wildcards.benchmark)["runtime"]
+
+
+def measurement_slurm_partition(wildcards):
+    return slurm.resources(_testbed(wildcards), wildcards.benchmark).get(
+        "slurm_partition", ""
+    )
+
+
+def measurement_slurm_account(wildcards):
+    return slurm.resources(_testbed(wildcards), wildcards.benchmark).get(
+        "slurm_account", ""
+    )
+
+
+def measurement_preflight(wildcards):
+    """Testbeds with a container runtime check host vs image MPI first."""
+    tb = _testbed(wildcards)
+    if tb.get("runtime", {}).get("kind", "none") == "none":
+        return []
+    return f"data/raw/{wildcards.campaign}/{wildcards.testbed}/preflight.json"

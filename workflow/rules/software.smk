@@ -1,0 +1,1 @@
+# Software stacks: container images and the per-testbed preflight check.
