@@ -23,13 +23,12 @@ def test_shipped_configs_are_valid():
 
 def test_every_testbed_file_is_valid():
     for path in sorted((ROOT / "config/testbeds").glob("*.yaml")):
-        study = dict(copy.deepcopy(STUDY), testbeds=[path.stem])
         tb = yaml.safe_load(path.read_text())
-        for exp in study["experiments"].values():
-            if "mpis" in exp:
-                exp["mpis"] = [m for m in exp["mpis"] if m in tb["mpi"]]
-                exp["paths"] = [p for p in exp["paths"] if all(p in tb["mpi"][m]["paths"] for m in exp["mpis"])]
-        load_study(study, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+        study = dict(copy.deepcopy(STUDY), testbeds=[path.stem])
+        study["experiments"]["pingpong"]["mpis"] = sorted(tb["mpi"])
+        study["experiments"]["pingpong"]["paths"] = sorted({p for m in tb["mpi"].values() for p in m["paths"]})
+        _, testbeds = load_study(study, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+        assert testbeds[path.stem]["name"] == path.stem
 
 
 def test_defaults_are_applied():
@@ -76,8 +75,9 @@ BAD_TESTBED = [
     (lambda t: t.update(kind="xen"), ["kind", "'xen' is not one of ['native', 'netns-bridge', 'qemu']"]),
     (lambda t: t.update(executor="pbs"), ["executor", "['local', 'slurm']"]),
     (lambda t: t.update(name="other"), ["name", "must equal the file name"]),
-    (lambda t: t["mpi"].pop("mpich"), ["mpi: no entry for 'mpich'"]),
-    (lambda t: t["mpi"]["openmpi"]["paths"].pop("tcp"), ["mpi.openmpi.paths", "'tcp'"]),
+    (lambda t: t["mpi"].pop("mpich"), ["experiments.pingpong: mpich over path 'shm' is offered by none"]),
+    (lambda t: t["mpi"]["openmpi"]["paths"].pop("tcp"), ["openmpi over path 'tcp' is offered by none", "openmpi/shm"]),
+    (lambda t: t["mpi"]["openmpi"].pop("launcher"), ["mpi.openmpi.launcher", "required for kind 'native'"]),
     (lambda t: t.update(runtime={"kind": "charliecloud"}), ["runtime.image", "required"]),
     (lambda t: t.update(ranks_per_node=0), ["ranks_per_node", "minimum"]),
 ]

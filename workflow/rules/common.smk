@@ -19,6 +19,10 @@ except ConfigError as exc:
 
 CAMPAIGN = STUDY["campaign"]
 PRIORITIES = matrix.priorities(STUDY)
+# qemu testbeds boot their guests once per interleaved round (rule
+# measure_round_<testbed>); every other testbed has one job per measurement.
+ROUND_TESTBEDS = [name for name, tb in TESTBEDS.items() if tb["kind"] == "qemu"]
+MEASURE_TESTBED_RE = "|".join(n for n in TESTBEDS if n not in ROUND_TESTBEDS) or "(?!)"
 
 
 wildcard_constraints:
@@ -86,3 +90,26 @@ def measurement_preflight(wildcards):
     if tb.get("runtime", {}).get("kind", "none") == "none":
         return []
     return f"data/raw/{wildcards.campaign}/{wildcards.testbed}/preflight.json"
+
+
+def round_outputs(testbed, ext):
+    """Raw outputs of one round of a qemu testbed (wildcards: campaign, rep)."""
+    study = dict(STUDY, testbeds=[testbed])
+    return [
+        f"data/raw/{{campaign}}/{c.testbed}/{c.benchmark}/{c.params}/rep-{{rep}}.{ext}"
+        for c in matrix.configurations(study)
+    ]
+
+
+def round_priority_for(testbed):
+    """Priority of a round job: that of its earliest measurement."""
+    study = dict(STUDY, testbeds=[testbed])
+    configs = matrix.configurations(study)
+
+    def round_priority(wildcards):
+        rep = int(wildcards.rep)
+        return max(
+            PRIORITIES.get((c.testbed, c.benchmark, c.params, rep), 0) for c in configs
+        )
+
+    return round_priority

@@ -10,3 +10,16 @@ rule figure_pingpong:
         notebook="logs/notebooks/01-pingpong.ipynb",
     notebook:
         "../../notebooks/01-pingpong.ipynb"
+
+
+rule figure_datapaths:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/datapaths.pdf",
+    params:
+        latency_bytes=STUDY.get("paper", {}).get("latency_bytes", 8),
+    log:
+        notebook="logs/notebooks/02-datapaths.ipynb",
+    notebook:
+        "../../notebooks/02-datapaths.ipynb"

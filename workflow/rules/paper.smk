@@ -48,7 +48,7 @@ rule paper:
         results_table="paper/generated/results_table.tex",
         overheads_table="paper/generated/overheads_table.tex",
         reference_table="paper/generated/reference_table.tex",
-        figures=["paper/figures/pingpong.pdf"],
+        figures=["paper/figures/pingpong.pdf", "paper/figures/datapaths.pdf"],
     output:
         pdf="paper/main.pdf",
     log:

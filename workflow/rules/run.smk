@@ -1,4 +1,5 @@
-# Measurements: one job per configuration and repetition.
+# Measurements: one job per configuration and repetition; on qemu testbeds
+# one job per interleaved round (the guests boot once per round).
 
 
 rule measure:
@@ -11,6 +12,8 @@ rule measure:
         prov="data/raw/{campaign}/{testbed}/{benchmark}/{params}/rep-{rep}.json",
     log:
         "logs/measure/{campaign}/{testbed}/{benchmark}/{params}/rep-{rep}.log",
+    wildcard_constraints:
+        testbed=MEASURE_TESTBED_RE,
     priority: measurement_priority
     group:
         measurement_group
@@ -25,3 +28,25 @@ rule measure:
         "measure {wildcards.testbed}/{wildcards.benchmark}/{wildcards.params} repetition {wildcards.rep}"
     script:
         "../scripts/measure.py"
+
+
+for _round_tb in ROUND_TESTBEDS:
+
+    rule:
+        name:
+            f"measure_round_{_round_tb.replace('-', '_')}"
+        output:
+            raw=[protected(p) for p in round_outputs(_round_tb, "out")],
+            prov=round_outputs(_round_tb, "json"),
+        log:
+            f"logs/measure_round/{{campaign}}/{_round_tb}/rep-{{rep}}.log",
+        priority: round_priority_for(_round_tb)
+        threads: workflow.cores
+        resources:
+            benchmark=1,
+        params:
+            testbed=_round_tb,
+        message:
+            f"measure round {{wildcards.rep}} on {_round_tb} (guests boot once per round)"
+        script:
+            "../scripts/measure_round.py"

@@ -92,26 +92,34 @@ def _check_study(study: dict, path: Path) -> None:
             )
 
 
-def _check_testbed(tb: dict, path: Path, study: dict, study_path: Path) -> None:
+def _check_testbed(tb: dict, path: Path) -> None:
     if tb["name"] != path.stem:
         raise ConfigError(f"{path}: name: {tb['name']!r} must equal the file name {path.stem!r}")
-    pp = study.get("experiments", {}).get("pingpong")
-    if pp and pp.get("enabled", True):
-        for mpi in pp["mpis"]:
-            if mpi not in tb["mpi"]:
-                raise ConfigError(
-                    f"{path}: mpi: no entry for {mpi!r}, which {study_path} experiments.pingpong.mpis "
-                    f"asks for; defined here: {sorted(tb['mpi'])}"
-                )
-            for p in pp["paths"]:
-                if p not in tb["mpi"][mpi]["paths"]:
-                    raise ConfigError(
-                        f"{path}: mpi.{mpi}.paths: no entry for path {p!r}, which {study_path} "
-                        f"experiments.pingpong.paths asks for; defined here: {sorted(tb['mpi'][mpi]['paths'])}"
-                    )
+    if tb["kind"] == "native":
+        for mpi, entry in tb["mpi"].items():
+            if "launcher" not in entry:
+                raise ConfigError(f"{path}: mpi.{mpi}.launcher: required for kind 'native'")
+    if tb["kind"] != "native" and tb["executor"] != "local":
+        raise ConfigError(f"{path}: executor: kind {tb['kind']!r} runs with the local executor only")
     runtime = tb.get("runtime", {"kind": "none"})
     if runtime["kind"] != "none" and "image" not in runtime:
         raise ConfigError(f"{path}: runtime.image: required when runtime.kind is {runtime['kind']!r}")
+
+
+def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Path) -> None:
+    """Each testbed runs the MPIs and paths of the study that it offers; a
+    requested MPI or path that no testbed offers is an error."""
+    pp = study.get("experiments", {}).get("pingpong")
+    if not (pp and pp.get("enabled", True)):
+        return
+    for mpi in pp["mpis"]:
+        for p in pp["paths"]:
+            if not any(p in tb["mpi"].get(mpi, {}).get("paths", {}) for tb in testbeds.values()):
+                offered = sorted({f"{m}/{q}" for tb in testbeds.values() for m in tb["mpi"] for q in tb["mpi"][m]["paths"]})
+                raise ConfigError(
+                    f"{study_path}: experiments.pingpong: {mpi} over path {p!r} is offered by none of the testbeds "
+                    f"{sorted(testbeds)} (files in {testbed_dir}); they offer {offered}"
+                )
 
 
 def load_study(
@@ -145,6 +153,9 @@ def load_study(
         validate(tb, tb_schema, path)
         _apply_defaults(tb, tb_schema)
         tb.setdefault("runtime", {"kind": "none"})
-        _check_testbed(tb, path, study, config_path)
+        _check_testbed(tb, path)
         testbeds[name] = tb
+    _check_offers(study, testbeds, config_path, Path(testbed_dir))
+    # What each testbed offers, for the configuration matrix (hpcvirt.matrix).
+    study["offers"] = {name: {m: sorted(e["paths"]) for m, e in tb["mpi"].items()} for name, tb in testbeds.items()}
     return study, testbeds

@@ -19,12 +19,23 @@ from .matrix import Configuration, tcp_sizes
 RANK0_STDOUT = "./workflow/scripts/rank0-stdout"
 
 
+# The same rank-0-only standard output, inline, for guests that do not have
+# the repository's script.
+RANK0_INLINE = [
+    "sh",
+    "-c",
+    'r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-0}}}; if [ "$r" = 0 ]; then exec "$@"; fi; exec "$@" >/dev/null',
+    "rank0-stdout",
+]
+
+
 @dataclass
 class Launch:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     server_argv: list[str] | None = None
     server_port: int | None = None
+    server_probe_argv: list[str] | None = None
     isolation: str = "netns"
     ranks: int = 1
     nodes: int = 1
@@ -41,17 +52,23 @@ def _fill(words: list[str], **values) -> list[str]:
     return [w.format(**values) if "{" in w else w for w in words]
 
 
-def netpipe_launch(c: Configuration, tb: dict) -> Launch:
+def _netpipe_args(s: dict, binary: str) -> list[str]:
+    return [binary, "-l", str(s["min_bytes"]), "-u", str(s["max_bytes"]), "-p", "0", "-o", "/dev/null"]
+
+
+def netpipe_launch(c: Configuration, tb: dict, bed=None) -> Launch:
     s = c.settings
     mpi = tb["mpi"][s["mpi"]]
     path = mpi["paths"][s["path"]]
     ranks = 2  # a ping-pong has exactly two ranks
     nodes = 1 if s["path"] in ("shm", "tcp") else 2
+    if tb["kind"] != "native":
+        return _netpipe_on_bed(c, tb, bed, ranks, nodes)
     argv = _fill(list(mpi["launcher"]), ranks=ranks, nodes=nodes)
     argv += list(path.get("args", []))
     argv += [RANK0_STDOUT]
     argv += container_prefix(tb.get("runtime", {"kind": "none"}))
-    argv += [mpi["netpipe"], "-l", str(s["min_bytes"]), "-u", str(s["max_bytes"]), "-p", "0", "-o", "/dev/null"]
+    argv += _netpipe_args(s, mpi["netpipe"])
     env = {**mpi.get("env", {}), **path.get("env", {})}
     return Launch(
         argv=argv,
@@ -66,7 +83,39 @@ def netpipe_launch(c: Configuration, tb: dict) -> Launch:
     )
 
 
-def qperf_launch(c: Configuration, tb: dict) -> Launch:
+def _rank_hosts(hosts: list[str], nodes: int, ranks: int) -> list[str]:
+    """intra-node: both ranks on the first host; inter-node: one per host."""
+    return [hosts[0]] * ranks if nodes == 1 else [hosts[i % len(hosts)] for i in range(ranks)]
+
+
+def _netpipe_on_bed(c: Configuration, tb: dict, bed, ranks: int, nodes: int) -> Launch:
+    """NetPIPE across the hosts of a netns-bridge testbed or the guests of a
+    qemu testbed; the launcher runs inside the first host/guest."""
+    if bed is None:
+        raise ValueError(f"testbed {tb['name']} ({tb['kind']}) needs its hosts set up first")
+    s = c.settings
+    mpi = tb["mpi"][s["mpi"]]
+    transport = "default" if s["path"] == "shm" else "tcp"
+    bench = _netpipe_args(s, mpi["netpipe"])
+    if tb["kind"] == "netns-bridge":
+        hosts = _rank_hosts(bed.hosts, nodes, ranks)
+        argv = bed.launcher_argv(s["mpi"], hosts, ranks=ranks, transport=transport) + [RANK0_STDOUT] + bench
+    else:  # qemu: run the launcher inside guest 0
+        hosts = _rank_hosts(bed.guests, nodes, ranks)
+        argv = bed.argv(0, bed.mpi_argv(s["mpi"], hosts, ranks=ranks, transport=transport) + RANK0_INLINE + bench)
+    return Launch(
+        argv=argv,
+        isolation="none",  # the testbed's own namespaces isolate it
+        ranks=ranks,
+        nodes=nodes,
+        ranks_per_node=ranks // nodes,
+        mpi=s["mpi"],
+        interconnect={"shm": "shm", "tcp": "tcp-loopback", "net": "tcp"}[s["path"]],
+        expected={"max_bytes": s["max_bytes"], "min_bytes": s["min_bytes"]},
+    )
+
+
+def qperf_launch(c: Configuration, tb: dict, bed=None) -> Launch:
     s = c.settings
     tcp = tb.get("tcp", {})
     qperf = tcp.get("qperf", "qperf")
@@ -86,11 +135,14 @@ def qperf_launch(c: Configuration, tb: dict) -> Launch:
         host,
         s["test"],
     ]
-    return Launch(
+    server = [qperf, "--listen_port", str(port)]
+    launch = Launch(
         argv=argv,
-        server_argv=[qperf, "--listen_port", str(port)],
+        server_argv=server,
         server_port=port,
-        isolation=tb.get("isolation", "netns"),
+        # qperf's server listens on every address: always give it a private
+        # namespace of its own, whatever the testbed's isolation setting.
+        isolation="netns",
         ranks=2,
         nodes=1,
         ranks_per_node=2,
@@ -98,11 +150,30 @@ def qperf_launch(c: Configuration, tb: dict) -> Launch:
         interconnect="tcp-loopback",
         expected={"sizes": sizes, "test": s["test"]},
     )
+    if tb["kind"] == "native":
+        return launch
+    if bed is None:
+        raise ValueError(f"testbed {tb['name']} ({tb['kind']}) needs its hosts set up first")
+    # server on the second host/guest, client on the first, across the bridge
+    peer = bed.addresses[1]
+    client = argv[:-2] + [peer, s["test"]]
+    probe = [qperf, "-lp", str(port), "-t", "1", peer, "conf"]
+    if tb["kind"] == "netns-bridge":
+        launch.argv = bed.exec_prefix(0) + client
+        launch.server_argv = bed.exec_prefix(1) + server
+        launch.server_probe_argv = bed.exec_prefix(0) + probe
+    else:
+        launch.argv = bed.argv(0, client)
+        launch.server_argv = bed.argv(1, server)
+        launch.server_probe_argv = bed.argv(0, probe)
+    launch.isolation = "none"
+    launch.nodes, launch.ranks_per_node, launch.interconnect = 2, 1, "tcp"
+    return launch
 
 
-def build(c: Configuration, tb: dict) -> Launch:
+def build(c: Configuration, tb: dict, bed=None) -> Launch:
     if c.benchmark == "netpipe":
-        return netpipe_launch(c, tb)
+        return netpipe_launch(c, tb, bed)
     if c.benchmark == "qperf":
-        return qperf_launch(c, tb)
+        return qperf_launch(c, tb, bed)
     raise ValueError(f"unknown benchmark {c.benchmark!r}")

@@ -36,10 +36,12 @@ class Configuration:
         return (self.testbed, self.benchmark, self.params)
 
 
-def _pingpong_configs(testbed: str, exp: dict) -> list[Configuration]:
+def _pingpong_configs(testbed: str, exp: dict, offers: dict | None) -> list[Configuration]:
     out = []
     for mpi in exp["mpis"]:
         for path in exp["paths"]:
+            if offers is not None and path not in offers.get(mpi, ()):
+                continue
             params = f"{mpi}-{path}_{exp['min_bytes']}-{exp['max_bytes']}"
             settings = dict(mpi=mpi, path=path, min_bytes=exp["min_bytes"], max_bytes=exp["max_bytes"])
             out.append(Configuration(testbed, "netpipe", params, settings))
@@ -70,13 +72,16 @@ def _tcp_configs(testbed: str, exp: dict) -> list[Configuration]:
     return out
 
 
-def configurations(study: dict, testbeds: dict[str, dict] | None = None) -> list[Configuration]:
-    """All configurations of the study, in a stable (unshuffled) order."""
+def configurations(study: dict) -> list[Configuration]:
+    """All configurations of the study, in a stable (unshuffled) order.  A
+    testbed runs the MPIs and paths it offers (``study["offers"]``, filled in
+    by :func:`hpcvirt.config.load_study`)."""
     out: list[Configuration] = []
     exps = study.get("experiments", {})
+    offers = study.get("offers")
     for tb in study["testbeds"]:
         if exps.get("pingpong", {}).get("enabled", False):
-            out += _pingpong_configs(tb, exps["pingpong"])
+            out += _pingpong_configs(tb, exps["pingpong"], None if offers is None else offers.get(tb, {}))
         if exps.get("tcp", {}).get("enabled", False):
             out += _tcp_configs(tb, exps["tcp"])
     return out

@@ -29,7 +29,25 @@ class MeasurementError(RuntimeError):
     pass
 
 
-def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launch_mod.Launch, raw: str) -> dict:
+def virtualization_of(tb: dict, bed=None) -> str:
+    """The tidy table's virtualization label; for VMs it names the accelerator
+    actually used (qemu-kvm or qemu-tcg), so it appears beside every VM number."""
+    runtime = tb.get("runtime", {"kind": "none"})
+    base = {"native": "none", "netns-bridge": "netns-bridge"}.get(tb["kind"])
+    if tb["kind"] == "qemu":
+        base = f"qemu-{getattr(bed, 'accel', 'unknown')}"
+    return base + ("" if runtime["kind"] == "none" else f"+{runtime['kind']}")
+
+
+def bed_tag(*parts) -> str:
+    """A short tag (``^[a-z0-9]{8}$``) naming the namespaces/guests of one run."""
+    import hashlib
+
+    return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8]
+
+
+def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launch_mod.Launch, raw: str,
+                bed=None) -> dict:
     """Columns of the tidy table that the benchmark output cannot know."""
     runtime = tb.get("runtime", {"kind": "none"})
     return {
@@ -37,8 +55,7 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launc
         "campaign": study["campaign"],
         "testbed": c.testbed,
         "testbed_kind": tb["kind"],
-        "virtualization": {"native": "none", "netns-bridge": "netns-bridge", "qemu": "qemu"}[tb["kind"]]
-        + ("" if runtime["kind"] == "none" else f"+{runtime['kind']}"),
+        "virtualization": virtualization_of(tb, bed),
         "interconnect": launch.interconnect,
         "stack": runtime.get("stack", "host") if runtime["kind"] != "none" else "host",
         "mpi": launch.mpi,
@@ -50,6 +67,7 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launc
         "warmup": "benchmark-internal",
         "raw_path": raw,
         "expected": launch.expected,
+        "testbed_info": getattr(bed, "info", None),
     }
 
 
@@ -70,12 +88,20 @@ def wrapped_argv(spec_path: str, out_path: str, status_path: str, isolation: str
     return runner
 
 
-def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str) -> dict:
-    launch = launch_mod.build(c, tb)
+def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str,
+                    bed=None) -> dict:
+    if tb["kind"] == "netns-bridge" and bed is None:
+        from .netns import NetnsBridge
+
+        net = tb.get("network", {})
+        with NetnsBridge(bed_tag(study["campaign"], c.key, rep), hosts=tb["nodes"],
+                         subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500)) as bed:
+            return run_measurement(study, tb, c, rep, raw_out, prov_out, bed=bed)
+    launch = launch_mod.build(c, tb, bed)
     timeout = int(study.get("timeout_s", 300))
     raw_out_p = Path(raw_out)
     raw_out_p.parent.mkdir(parents=True, exist_ok=True)
-    ctx = context_for(study, tb, c, rep, launch, raw_out)
+    ctx = context_for(study, tb, c, rep, launch, raw_out, bed)
     digest = provenance.config_hash(study, tb)
     with tempfile.TemporaryDirectory(prefix="hpcvirt-") as tmp:
         spec = {**launch.to_dict(), "timeout_s": timeout}
@@ -113,3 +139,29 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
             f"  command: {' '.join(launch.argv)}\n  last lines:\n{_tail(failed)}"
             + (f"\n  runner: {runner_err[-500:]}" if runner_err else "")
         )
+
+
+def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]], rep: int) -> list[dict]:
+    """One interleaved round on a qemu testbed: boot the guests once, run
+    ``items`` (configuration, raw path, provenance path) in the given order,
+    tear everything down whatever happens.  Every configuration is attempted;
+    the first failure is raised at the end."""
+    from .qemu import QemuCluster
+
+    vm, net = tb.get("vm", {}), tb.get("network", {})
+    records, errors = [], []
+    with QemuCluster(bed_tag(study["campaign"], tb["name"], rep), guests=tb["nodes"], vcpus=vm.get("vcpus", 1),
+                     memory_mb=vm.get("memory_mb", 1024), accel=vm.get("accel", "auto"),
+                     boot_timeout_s=vm.get("boot_timeout_s", 240), subnet=net.get("subnet", "198.18.1.0/24"),
+                     mtu=net.get("mtu", 1500)) as cluster:
+        print(f"guests up ({cluster.accel}): {', '.join(cluster.guests)}", file=sys.stderr)
+        for c, raw, prov in items:
+            try:
+                records.append(run_measurement(study, tb, c, rep, raw, prov, bed=cluster))
+                print(f"ok: {c.benchmark}/{c.params} rep {rep}", file=sys.stderr)
+            except MeasurementError as exc:
+                errors.append(exc)
+                cluster.check_alive()  # a dead guest ends the round with its own error
+    if errors:
+        raise errors[0]
+    return records

@@ -104,6 +104,11 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         virt = host.get("virtualization", {})
         lines.append(macro("hvHostVm", latex_escape(str(virt.get("vm")))))
         lines.append(macro("hvHostContainer", latex_escape(str(virt.get("container")))))
+    # the accelerator of every VM testbed, printed beside its numbers
+    for tb, virt in sorted(set(zip(summary["testbed"], summary["virtualization"]))):
+        if str(virt).startswith("qemu-"):
+            accel = str(virt).split("-", 1)[1].split("+")[0]
+            lines.append(macro(f"hvAccel{camel(tb)}", {"kvm": "KVM", "tcg": "TCG emulation"}.get(accel, accel)))
     for _, r in headline(summary, latency_bytes).iterrows():
         k = config_key(r)
         if "lat" in r and pd.notna(r.get("lat")):

@@ -24,9 +24,19 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _wait_port(port: int, timeout_s: float) -> bool:
+def _wait_port(port: int, timeout_s: float, probe_argv: list[str] | None = None) -> bool:
+    """Wait until the server accepts connections: on loopback, or by running
+    ``probe_argv`` (a connect from inside another namespace or guest)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if probe_argv:
+            try:
+                if subprocess.run(probe_argv, capture_output=True, timeout=10).returncode == 0:
+                    return True
+            except subprocess.TimeoutExpired:
+                pass
+            time.sleep(0.2)
+            continue
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return True
@@ -66,8 +76,8 @@ def run(spec: dict, out_path: str) -> dict:
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
                 )
-                if not _wait_port(int(spec["server_port"]), 10):
-                    status["note"] = f"server {spec['server_argv'][0]} did not accept connections within 10 s"
+                if not _wait_port(int(spec["server_port"]), 30, spec.get("server_probe_argv")):
+                    status["note"] = f"server {' '.join(spec['server_argv'])} did not accept connections within 30 s"
                     status["exit_code"] = 125
                     return status
             client = subprocess.Popen(
