@@ -13,6 +13,10 @@ from hpcvirt.config import ConfigError, load_study
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
 LOCAL = yaml.safe_load((ROOT / "config/testbeds/local.yaml").read_text())
+# The study restricted to the local testbed (for tests that rewrite local.yaml).
+LOCAL_STUDY = copy.deepcopy(STUDY)
+LOCAL_STUDY["testbeds"] = ["local"]
+LOCAL_STUDY["experiments"]["pingpong"]["paths"] = ["shm", "tcp"]
 
 
 def test_shipped_configs_are_valid():
@@ -89,7 +93,7 @@ def test_bad_testbed(mutate, needles, tmp_path):
     mutate(tb)
     (tmp_path / "local.yaml").write_text(yaml.safe_dump(tb))
     with pytest.raises(ConfigError) as exc:
-        load_study(copy.deepcopy(STUDY), config_path="config/config.yaml", testbed_dir=tmp_path)
+        load_study(copy.deepcopy(LOCAL_STUDY), config_path="config/config.yaml", testbed_dir=tmp_path)
     for needle in needles:
         assert needle in str(exc.value)
 
@@ -97,4 +101,4 @@ def test_bad_testbed(mutate, needles, tmp_path):
 def test_yaml_syntax_error_names_file(tmp_path):
     (tmp_path / "local.yaml").write_text("name: local\nmpi: [unclosed\n")
     with pytest.raises(ConfigError, match="local.yaml: not valid YAML"):
-        load_study(copy.deepcopy(STUDY), testbed_dir=tmp_path)
+        load_study(copy.deepcopy(LOCAL_STUDY), testbed_dir=tmp_path)

@@ -93,4 +93,5 @@ def test_raw_paths_encode_parameters():
     changed = copy.deepcopy(study)
     changed["experiments"]["pingpong"]["max_bytes"] = 1024
     assert set(matrix.all_raw_paths(changed)) != set(paths)  # new parameters, new paths
-    assert all(p.startswith(f"data/raw/{study['campaign']}/local/") and p.endswith(".out") for p in paths)
+    assert all(p.split("/")[2] == study["campaign"] and p.split("/")[3] in study["testbeds"] for p in paths)
+    assert all(p.endswith(".out") for p in paths)
