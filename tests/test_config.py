@@ -76,6 +76,7 @@ BAD_TESTBED = [
     (lambda t: t["mpi"]["openmpi"].update(launcher=["mpirun $(id)"]), ["launcher[0]", "pattern"]),
     (lambda t: t["mpi"]["mpich"]["paths"]["tcp"]["env"].update({"UCX_TLS": "tcp self"}), ["UCX_TLS", "pattern"]),
     (lambda t: t["mpi"]["mpich"]["paths"]["tcp"]["env"].update({"bad-name": "x"}), ["bad-name"]),
+    (lambda t: t["mpi"]["mpich"]["paths"]["tcp"]["env"].update({"X; rm": "x"}), ["X; rm"]),
     (lambda t: t.update(kind="xen"), ["kind", "'xen' is not one of ['native', 'netns-bridge', 'qemu']"]),
     (lambda t: t.update(executor="pbs"), ["executor", "['local', 'slurm']"]),
     (lambda t: t.update(name="other"), ["name", "must equal the file name"]),
