@@ -43,6 +43,10 @@ __all__ = [
     "stack_identity",
     "preflight",
     "check_match",
+    "runtime_provenance",
+    "verify_image",
+    "wireup",
+    "testbed_preflight",
 ]
 
 Runner = Callable[..., subprocess.CompletedProcess]
@@ -295,7 +299,9 @@ def pmix_version(prefix: Sequence[str] = (), *, runner: Runner | None = None, ti
                  env: Mapping[str, str] | None = None) -> str | None:
     out = _run([*prefix, "pmix_info", "--parsable"], runner, timeout, env)
     v = parse_pmix_info(out) if out else None
-    return v or _dpkg_version("libpmix2", prefix, runner, timeout, env)
+    # libpmix2t64: the package's name from Debian 13 on (64-bit time_t transition)
+    return (v or _dpkg_version("libpmix2", prefix, runner, timeout, env)
+            or _dpkg_version("libpmix2t64", prefix, runner, timeout, env))
 
 
 def ucx_version(prefix: Sequence[str] = (), *, runner: Runner | None = None, timeout: float = 120,
@@ -394,3 +400,240 @@ def preflight(
         "image_digest": digest,
         "prefix": container_prefix(runtime),
     }
+
+
+# --------------------------------------------------------------------------
+# Provenance of a testbed's software stack (one set of values per result row)
+# --------------------------------------------------------------------------
+
+_REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _resolve(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() or p.exists() else _REPO_ROOT / p
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _cached_digest(path: Path) -> str:
+    """:func:`image_digest`, hashed once per process per (path, size, mtime)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = image_digest(path)
+    return _DIGESTS[key]
+
+
+def spack_lock_path(runtime: Mapping[str, Any] | None) -> Path | None:
+    """The spack.lock behind a runtime: ``runtime.spack_lock`` when set, else
+    ``spack-envs/<stack>/spack.lock`` when that file exists; None otherwise."""
+    rt = runtime or {}
+    if rt.get("spack_lock"):
+        return _resolve(rt["spack_lock"])
+    stack = rt.get("stack")
+    if stack:
+        p = _REPO_ROOT / "spack-envs" / str(stack) / "spack.lock"
+        if p.is_file():
+            return p
+    return None
+
+
+def runtime_provenance(runtime: Mapping[str, Any] | None) -> dict[str, str]:
+    """Software-stack columns of every result row of a testbed.
+
+    ``{"stack": ..., "image": ..., "image_digest": "sha256:..." , "spack_lock": "sha256:..."}``;
+    empty strings where a value does not apply (bare host, no spack.lock).
+    ``stack`` is ``host`` for ``kind: none``.  A configured image that does
+    not exist raises FileNotFoundError: a row must never claim an image it
+    did not run in.  A configured ``spack_lock`` that does not exist raises
+    too; the implicit ``spack-envs/<stack>/spack.lock`` is optional.
+    """
+    rt = dict(runtime or {})
+    kind = rt.get("kind", "none")
+    if kind in NATIVE_KINDS:
+        return {"stack": "host", "image": "", "image_digest": "", "spack_lock": ""}
+    image = _image(rt)
+    lock = spack_lock_path(rt)
+    if lock is not None and not lock.is_file():
+        raise FileNotFoundError(f"runtime.spack_lock: no file {lock}")
+    return {
+        "stack": str(rt.get("stack") or "host"),
+        "image": image,
+        "image_digest": _cached_digest(_resolve(image)),
+        "spack_lock": ("sha256:" + _file_sha(lock)) if lock is not None else "",
+    }
+
+
+def verify_image(image: str | os.PathLike) -> dict[str, Any]:
+    """Digest and size of an image; for a file with a ``<image>.sha256``
+    sidecar (written by containers/offline/build.sh) the digest must match it.
+    Raises :class:`PreflightError` when the image is missing or differs."""
+    p = _resolve(image)
+    if not p.exists():
+        raise PreflightError(f"container image {image} does not exist (build it first, e.g. "
+                             f"snakemake {image})")
+    digest = _cached_digest(p)
+    rec: dict[str, Any] = {"image": os.fspath(image), "image_digest": digest, "sidecar": None}
+    if p.is_file():
+        rec["image_bytes"] = p.stat().st_size
+        side = p.with_name(p.name + ".sha256")
+        if side.is_file():
+            words = side.read_text().split()
+            expected = words[0] if words else ""
+            rec["sidecar"] = str(side.name)
+            if expected != digest:
+                raise PreflightError(f"container image {image} has digest {digest}, but {side} records "
+                                     f"{expected}: the image changed after it was built")
+    return rec
+
+
+# --------------------------------------------------------------------------
+# Whole-testbed preflight: versions of every MPI, then a real 2-rank wire-up
+# --------------------------------------------------------------------------
+
+
+def _tail_text(text: str, n: int = 15) -> str:
+    return "\n".join("    " + line for line in text.splitlines()[-n:])
+
+
+def wireup(tb: Mapping[str, Any], mpi: str, path: str, *, timeout: float = 120,
+           max_bytes: int = 64) -> dict[str, Any]:
+    """Run a short 2-rank NetPIPE through the testbed's launcher, its path
+    options and the container prefix, exactly as a measurement runs it
+    (same argv builder, same runner, same network isolation).  Returns a
+    record; raises :class:`PreflightError` with the command and the last
+    lines of output when the ranks do not complete the exchange."""
+    import json
+    import sys
+    import tempfile
+    import time
+
+    from . import launch as launch_mod
+    from .matrix import Configuration
+    from .parsers import netpipe
+    from .tidy import ParseError
+
+    settings = {"mpi": mpi, "path": path, "min_bytes": 1, "max_bytes": int(max_bytes)}
+    conf = Configuration(str(tb["name"]), "netpipe", f"preflight-{mpi}-{path}", settings)
+    la = launch_mod.build(conf, dict(tb))
+    with tempfile.TemporaryDirectory(prefix="hpcvirt-preflight-") as tmp:
+        spec_path, out_path, status_path = (os.path.join(tmp, n) for n in ("spec.json", "out", "status.json"))
+        with open(spec_path, "w", encoding="utf-8") as fh:
+            json.dump({**la.to_dict(), "timeout_s": timeout}, fh)
+        argv = [sys.executable, "-m", "hpcvirt.runner", spec_path, out_path, status_path]
+        if la.isolation == "netns":
+            argv = ["unshare", "--net", "--", *argv]
+        lib = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [lib, os.environ.get("PYTHONPATH")])))
+        t0 = time.monotonic()
+        try:
+            cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 30, env=env)
+            runner_err = cp.stderr.strip()
+        except subprocess.TimeoutExpired:
+            runner_err = "the runner did not return"
+        seconds = round(time.monotonic() - t0, 3)
+        try:
+            with open(status_path, encoding="utf-8") as fh:
+                status = json.load(fh)
+        except (OSError, ValueError):
+            status = {"exit_code": None, "timed_out": None, "note": runner_err[-1000:]}
+        try:
+            with open(out_path, encoding="utf-8", errors="replace") as fh:
+                output = fh.read()
+        except OSError:
+            output = ""
+        rec = {"mpi": mpi, "path": path, "argv": la.argv, "env": la.env, "isolation": la.isolation,
+               "exit_code": status.get("exit_code"), "timed_out": status.get("timed_out"), "seconds": seconds}
+        problem = None
+        if status.get("exit_code") != 0 or status.get("timed_out"):
+            problem = status.get("note") or f"exit code {status.get('exit_code')}"
+        else:
+            try:
+                rows = netpipe.parse(out_path, expected_max_bytes=int(max_bytes))
+                rec["max_bytes_reached"] = max(m.msg_bytes or 0 for m in rows)
+            except (ParseError, ValueError) as exc:
+                problem = f"output rejected: {exc}"
+        if problem:
+            hint = ""
+            if "$USER not set" in output or "$USER not set" in runner_err:
+                hint = ("\n  hint: ch-run needs $USER; the launch environment lacks it "
+                        "(export USER=$(id -un), or add hpcvirt.containers.launch_env() to the launch env)")
+            raise PreflightError(
+                f"2-rank wire-up of {mpi}/{path} on testbed {tb['name']} failed ({problem})\n"
+                f"  command: {' '.join(la.argv)}\n  last lines:\n{_tail_text(output)}"
+                + (f"\n  runner: {runner_err[-500:]}" if runner_err else "") + hint
+            )
+        return rec
+
+
+def _study_mpis_paths(study: Mapping[str, Any], tb: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    pp = (study.get("experiments") or {}).get("pingpong") or {}
+    if pp.get("enabled", False):
+        return [(m, list(pp["paths"])) for m in pp["mpis"]]
+    return [(m, sorted(v.get("paths", {}))[:1]) for m, v in sorted(tb.get("mpi", {}).items())]
+
+
+def testbed_preflight(
+    study: Mapping[str, Any],
+    tb: Mapping[str, Any],
+    *,
+    timeout: float = 120,
+    runner: Runner | None = None,
+    wire: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Everything that must hold before a benchmark runs on a containerized
+    testbed, as one record (``data/raw/<campaign>/<testbed>/preflight.json``).
+
+    1. the image exists and matches its ``.sha256`` sidecar (digest recorded);
+    2. for every MPI the study uses: host vs image MPI implementation and
+       major.minor, PMIx major.minor, and UCX major.minor when the runtime
+       says ``check_ucx: true`` (all four versions are always recorded);
+    3. for every MPI and data path the study uses (native testbeds): a
+       2-rank NetPIPE wire-up through the launcher and the container prefix.
+
+    Raises :class:`PreflightError` at the first failure; the message names
+    both versions or the failing command.
+    """
+    from datetime import datetime, timezone
+
+    say = log or (lambda _msg: None)
+    rt = dict(tb.get("runtime") or {"kind": "none"})
+    rec: dict[str, Any] = {
+        "schema": "hpcvirt-preflight/1",
+        "campaign": study.get("campaign"),
+        "testbed": tb["name"],
+        "runtime": rt,
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    prov = {"stack": "host", "image": "", "image_digest": "", "spack_lock": ""}
+    if rt.get("kind", "none") not in NATIVE_KINDS:
+        img = verify_image(_image(rt))
+        say(f"image {img['image']}: {img['image_digest']}")
+        prov = runtime_provenance(rt)
+        rec["image_bytes"] = img.get("image_bytes")
+        rec["image_sidecar"] = img.get("sidecar")
+    rec.update(prov)
+    check_ucx = bool(rt.get("check_ucx", False))
+    rec["compared"] = ["mpi_impl", "mpi major.minor", "pmix major.minor"] + (["ucx major.minor"] if check_ucx else [])
+    rec["stacks"] = {}
+    pairs = _study_mpis_paths(study, tb)
+    for mpi, _paths in pairs:
+        r = preflight(rt, mpi, runner=runner, timeout=timeout, check_ucx=check_ucx)
+        rec["stacks"][mpi] = {"host": r["host"], "container": r["container"]}
+        say(f"{mpi}: host {r['host']} | image {r['container']}: match")
+    rec["wireup"] = []
+    if wire:
+        if tb.get("kind") != "native":
+            rec["wireup_skipped"] = f"kind {tb.get('kind')}: the wire-up runs with the first measurement"
+        else:
+            for mpi, paths in pairs:
+                for path in paths:
+                    w = wireup(tb, mpi, path, timeout=timeout)
+                    rec["wireup"].append(w)
+                    say(f"wire-up {mpi}/{path}: ok in {w['seconds']} s")
+    rec["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rec["ok"] = True
+    return rec
