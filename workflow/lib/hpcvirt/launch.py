@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .containers import container_prefix
+from .containers import container_prefix, launch_env
 from .matrix import Configuration, tcp_sizes
 
 # Keeps only rank 0's standard output (see the script).  Relative to the
@@ -24,7 +24,7 @@ RANK0_STDOUT = "./workflow/scripts/rank0-stdout"
 RANK0_INLINE = [
     "sh",
     "-c",
-    'r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-0}}}; if [ "$r" = 0 ]; then exec "$@"; fi; exec "$@" >/dev/null',
+    'r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-0}}}; if [ "$r" = 0 ]; then exec "$@" 2>&1; fi; exec "$@" >/dev/null',
     "rank0-stdout",
 ]
 
@@ -69,7 +69,8 @@ def netpipe_launch(c: Configuration, tb: dict, bed=None) -> Launch:
     argv += [RANK0_STDOUT]
     argv += container_prefix(tb.get("runtime", {"kind": "none"}))
     argv += _netpipe_args(s, mpi["netpipe"])
-    env = {**mpi.get("env", {}), **path.get("env", {})}
+    runtime = tb.get("runtime", {"kind": "none"})
+    env = {**launch_env(runtime), **mpi.get("env", {}), **path.get("env", {})}
     return Launch(
         argv=argv,
         env=env,
@@ -118,12 +119,13 @@ def _netpipe_on_bed(c: Configuration, tb: dict, bed, ranks: int, nodes: int) -> 
 def qperf_launch(c: Configuration, tb: dict, bed=None) -> Launch:
     s = c.settings
     tcp = tb.get("tcp", {})
-    qperf = tcp.get("qperf", "qperf")
+    # in a container testbed qperf runs inside the image too (one process each)
+    qperf_cmd = container_prefix(tb.get("runtime", {"kind": "none"}), single=True) + [tcp.get("qperf", "qperf")]
     port = int(tcp.get("port", 19765))
     host = tcp.get("server_host", "127.0.0.1")
     sizes = tcp_sizes(s["min_bytes"], s["max_bytes"], s["factor"])
     argv = [
-        qperf,
+        *qperf_cmd,
         "-lp",
         str(port),
         "-t",
@@ -135,7 +137,7 @@ def qperf_launch(c: Configuration, tb: dict, bed=None) -> Launch:
         host,
         s["test"],
     ]
-    server = [qperf, "--listen_port", str(port)]
+    server = [*qperf_cmd, "--listen_port", str(port)]
     launch = Launch(
         argv=argv,
         server_argv=server,
@@ -146,6 +148,7 @@ def qperf_launch(c: Configuration, tb: dict, bed=None) -> Launch:
         ranks=2,
         nodes=1,
         ranks_per_node=2,
+        env=launch_env(tb.get("runtime", {"kind": "none"})),
         mpi="none",
         interconnect="tcp-loopback",
         expected={"sizes": sizes, "test": s["test"]},
@@ -157,7 +160,7 @@ def qperf_launch(c: Configuration, tb: dict, bed=None) -> Launch:
     # server on the second host/guest, client on the first, across the bridge
     peer = bed.addresses[1]
     client = argv[:-2] + [peer, s["test"]]
-    probe = [qperf, "-lp", str(port), "-t", "1", peer, "conf"]
+    probe = [*qperf_cmd, "-lp", str(port), "-t", "1", peer, "conf"]
     if tb["kind"] == "netns-bridge":
         launch.argv = bed.exec_prefix(0) + client
         launch.server_argv = bed.exec_prefix(1) + server

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import launch as launch_mod
 from . import provenance
+from .containers import runtime_provenance
 from .atomic import write_json
 from .matrix import Configuration
 
@@ -50,6 +51,7 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launc
                 bed=None) -> dict:
     """Columns of the tidy table that the benchmark output cannot know."""
     runtime = tb.get("runtime", {"kind": "none"})
+    image = runtime_provenance(runtime)
     return {
         "run_id": f"{study['campaign']}/{c.testbed}/{c.benchmark}/{c.params}/rep-{rep}",
         "campaign": study["campaign"],
@@ -57,7 +59,9 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launc
         "testbed_kind": tb["kind"],
         "virtualization": virtualization_of(tb, bed),
         "interconnect": launch.interconnect,
-        "stack": runtime.get("stack", "host") if runtime["kind"] != "none" else "host",
+        "stack": image["stack"],
+        "image_digest": image["image_digest"],
+        "spack_lock": image["spack_lock"],
         "mpi": launch.mpi,
         "ranks": launch.ranks,
         "nodes": launch.nodes,

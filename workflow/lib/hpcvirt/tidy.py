@@ -19,6 +19,8 @@ COLUMNS: tuple[str, ...] = (
     "virtualization",
     "interconnect",
     "stack",
+    "image_digest",
+    "spack_lock",
     "mpi",
     "benchmark",
     "variant",
