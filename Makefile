@@ -11,7 +11,7 @@ CAMPAIGN ?= local-$(shell date -u +%Y%m%dT%H%M%SZ)
 FIGURE ?= pingpong
 FEATURES ?= base slurm vm containers
 
-.PHONY: all paper deps deps-all test figure dry-run lint archive clean help
+.PHONY: all paper deps deps-all test figure dry-run lint archive image clean help
 
 all: paper
 
@@ -48,6 +48,9 @@ dry-run: deps
 lint: deps
 	snakemake --lint
 	snakefmt --check Snakefile workflow/rules
+
+image: deps-all
+	snakemake $(PROFILE) .hpcvirt/images/offline.sqfs
 
 clean:
 	rm -rf paper/build paper/figures paper/generated paper/main.pdf logs .snakemake
