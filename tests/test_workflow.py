@@ -48,10 +48,15 @@ def test_snakefmt_is_clean():
 
 def test_dry_run_of_the_full_study():
     res = snakemake(*PROFILE, "-n", "--config", "campaign=dryrun-full")
-    study, _ = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
-    n_measure = len(matrix.configurations(study)) * study["repetitions"]
+    study, testbeds = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    reps = study["repetitions"]
+    per_job = [c for c in matrix.configurations(study) if testbeds[c.testbed]["kind"] != "qemu"]
     m = re.search(r"^measure\s+(\d+)$", res.stdout, re.M)
-    assert m and int(m.group(1)) == n_measure, res.stdout
+    assert m and int(m.group(1)) == len(per_job) * reps, res.stdout
+    for name, tb in testbeds.items():
+        if tb["kind"] == "qemu":  # one job per round boots the guests once
+            m = re.search(rf"^measure_round_{name}\s+(\d+)$", res.stdout, re.M)
+            assert m and int(m.group(1)) == reps, res.stdout
     for rule in ("parse", "aggregate", "figure_pingpong", "numbers", "paper"):
         assert re.search(rf"^{rule}\s+\d+$", res.stdout, re.M), rule
     assert not (ROOT / "data/raw/dryrun-full").exists()
@@ -72,6 +77,22 @@ def test_bad_config_fails_before_any_job(override, needles):
     for needle in needles:
         assert needle in out, out
     assert "Job stats" not in out  # failed while loading, before building the DAG
+
+
+def tiny_study(work: Path, campaign: str) -> dict:
+    """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
+    import yaml
+
+    def merge(a, b):
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+        return out
+
+    base = yaml.safe_load((work / "config/config.yaml").read_text())
+    tiny = yaml.safe_load((work / "config/tiny.yaml").read_text())
+    study, _ = load_study(dict(merge(base, tiny), campaign=campaign), testbed_dir=work / "config/testbeds")
+    return study
 
 
 def fresh_copy(dst: Path) -> Path:
@@ -104,13 +125,21 @@ def test_tiny_study_end_to_end(tmp_path):
     assert (work / "paper/main.pdf").stat().st_size > 50_000
     assert (work / "paper/figures/pingpong.pdf").exists()
     numbers = (work / "paper/generated/numbers.tex").read_text()
-    for name in ("hvLatLocalOpenmpiShm", "hvLatLocalMpichTcp", "hvPeakLocalOpenmpiTcp", "hvLatLocalQperfTcp"):
+    for name in ("hvLatLocalOpenmpiShm", "hvLatLocalMpichTcp", "hvPeakLocalOpenmpiTcp", "hvLatLocalQperfTcp",
+                 "hvOvhLatBridgeOpenmpiNet", "hvOvhLatVmOpenmpiNet", "hvAccelVm"):
         assert f"\\{name}}}" in numbers, name
+    assert (work / "paper/figures/datapaths.pdf").exists()
 
     # every configuration produced parsed rows; nothing rejected
     res = work / "data/results" / campaign
-    rejected = pd.read_csv(res / "local/rejected.csv")
-    assert rejected.empty, rejected.to_string()
+    study = tiny_study(work, campaign)
+    for testbed in study["testbeds"]:
+        rejected = pd.read_csv(res / testbed / "rejected.csv")
+        assert rejected.empty, rejected.to_string()
+        vm = pd.read_csv(res / testbed / "tidy.csv")
+        assert set(vm["run_id"].str.split("/").str[1]) == {testbed}
+        if testbed == "vm":
+            assert vm["virtualization"].isin(["qemu-kvm", "qemu-tcg"]).all()  # the accelerator, on every row
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
     assert set(tidy["benchmark"]) == {"netpipe", "qperf"}
@@ -122,7 +151,7 @@ def test_tiny_study_end_to_end(tmp_path):
 
     # raw outputs: protected, with provenance beside them, no environment dump
     raws = sorted((work / "data/raw" / campaign).rglob("rep-*.out"))
-    assert len(raws) == 6
+    assert sorted(str(p.relative_to(work)) for p in raws) == sorted(matrix.all_raw_paths(study))
     for raw in raws:
         assert not os.access(raw, os.W_OK) or os.geteuid() == 0 and not (raw.stat().st_mode & 0o222)
         prov = json.loads(raw.with_suffix(".json").read_text())

@@ -68,20 +68,13 @@ def measurement_group(wildcards):
     return slurm.group(_testbed(wildcards), wildcards.benchmark)
 
 
-def measurement_runtime(wildcards):
-    return slurm.resources(_testbed(wildcards), wildcards.benchmark)["runtime"]
+def measurement_slurm(key):
+    """One sbatch resource of a measurement (see hpcvirt.slurm); None = unset."""
 
+    def value(wildcards):
+        return slurm.resources(_testbed(wildcards), wildcards.benchmark).get(key)
 
-def measurement_slurm_partition(wildcards):
-    return slurm.resources(_testbed(wildcards), wildcards.benchmark).get(
-        "slurm_partition", ""
-    )
-
-
-def measurement_slurm_account(wildcards):
-    return slurm.resources(_testbed(wildcards), wildcards.benchmark).get(
-        "slurm_account", ""
-    )
+    return value
 
 
 def measurement_preflight(wildcards):

@@ -17,9 +17,9 @@ rule figure_datapaths:
         summary=f"data/results/{CAMPAIGN}/summary.csv",
     output:
         pdf="paper/figures/datapaths.pdf",
-    params:
-        latency_bytes=STUDY.get("paper", {}).get("latency_bytes", 8),
     log:
         notebook="logs/notebooks/02-datapaths.ipynb",
+    params:
+        latency_bytes=STUDY.get("paper", {}).get("latency_bytes", 8),
     notebook:
         "../../notebooks/02-datapaths.ipynb"

@@ -21,9 +21,17 @@ rule measure:
     threads: workflow.cores
     resources:
         benchmark=1,
-        runtime=measurement_runtime,
-        slurm_partition=measurement_slurm_partition,
-        slurm_account=measurement_slurm_account,
+        runtime=measurement_slurm("runtime"),
+        slurm_partition=measurement_slurm("slurm_partition"),
+        slurm_account=measurement_slurm("slurm_account"),
+        constraint=measurement_slurm("constraint"),
+        qos=measurement_slurm("qos"),
+        nodes=measurement_slurm("nodes"),
+        tasks=measurement_slurm("tasks"),
+        tasks_per_node=measurement_slurm("tasks_per_node"),
+        cpus_per_task=measurement_slurm("cpus_per_task"),
+        slurm_extra=measurement_slurm("slurm_extra"),
+        mpi=measurement_slurm("mpi"),
     message:
         "measure {wildcards.testbed}/{wildcards.benchmark}/{wildcards.params} repetition {wildcards.rep}"
     script:

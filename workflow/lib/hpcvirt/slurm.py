@@ -1,12 +1,83 @@
-"""Slurm settings of a measurement, from its testbed file (never from rules)."""
+"""Slurm settings of a measurement, from its testbed file (never from rules).
+
+The Snakemake Slurm executor (``workflow/profiles/slurm``) turns these
+resources into sbatch options:
+
+=====================  ==========================================
+resource               sbatch
+=====================  ==========================================
+``slurm_partition``    ``-p``
+``slurm_account``      ``-A``
+``runtime``            ``-t`` (minutes, per measurement; summed per group job)
+``constraint``         ``-C``
+``qos``                ``--qos``
+``nodes``              ``--nodes``
+``tasks``              ``--ntasks``
+``tasks_per_node``     ``--ntasks-per-node`` (multi-node testbeds)
+``cpus_per_task``      ``--cpus-per-task``
+``slurm_extra``        ``--exclusive`` (a measurement owns its nodes)
+``mpi``                (no option) marks a job that starts its own ranks
+=====================  ==========================================
+
+Why ``mpi``: inside the allocation, the executor's job-step plugin wraps a
+job without it in ``srun -n1 --cpus-per-task=...``; an ``srun`` of the MPI
+launcher inside that step would wait for CPUs the step already holds.  With
+``mpi`` set, the job runs directly in the batch step and the testbed's
+launcher (``srun --mpi=... -n 2``) creates the step with both ranks.
+
+Every measurement of a testbed asks for the same allocation shape (so the
+measurements of one testbed can share one allocation: group resources that
+are strings must be equal, and ``tasks`` and ``tasks_per_node`` must not be
+mixed).  The shape is what the largest ping-pong needs: two ranks on one node,
+or for multi-node testbeds two nodes (``net`` path, one rank per node) with up
+to two ranks per node (``shm``/``tcp`` paths on the first node).  qperf runs
+its client and server on the first node.
+
+Grouping (:func:`group`): all measurements of one testbed form one Slurm
+group; ``--group-components <group>=N`` puts N of them into one allocation
+(``workflow/profiles/slurm/config.yaml`` sets N for the shipped testbeds).
+"""
 
 from __future__ import annotations
 
+PINGPONG_RANKS = 2  # a ping-pong has exactly two ranks
+PINGPONG_MAX_NODES = 2  # intra-node (shm, tcp) or one rank on each of two nodes (net)
+
+
+def _launcher_names(tb: dict) -> str:
+    """The launchers of the testbed's MPIs (``srun``), for the ``mpi`` resource.
+    Identical for all measurements of a testbed, as group jobs require."""
+    names = sorted({m["launcher"][0] for m in tb.get("mpi", {}).values() if m.get("launcher")})
+    return "+".join(names) or "srun"
+
+
+def allocation(tb: dict) -> dict:
+    """The allocation shape of one measurement on testbed ``tb``."""
+    nodes = max(1, min(int(tb["nodes"]), PINGPONG_MAX_NODES))
+    if nodes == 1:
+        shape = {"nodes": 1, "tasks": PINGPONG_RANKS}
+    else:
+        per_node = min(PINGPONG_RANKS, int(tb.get("ranks_per_node", 1)))
+        # the executor rejects tasks_per_node <= 1 for MPI jobs: use tasks then
+        shape = {"nodes": nodes, "tasks_per_node": per_node} if per_node > 1 else {"nodes": nodes, "tasks": nodes}
+    shape["cpus_per_task"] = 1
+    shape["mpi"] = _launcher_names(tb)
+    # Whole nodes: nothing else (other users' jobs, our own post-processing)
+    # runs beside a measurement, as with the local executor.
+    shape["slurm_extra"] = "--exclusive"
+    return shape
+
 
 def resources(tb: dict, benchmark: str) -> dict:
-    """sbatch resources for one measurement on testbed ``tb``."""
+    """sbatch resources for one measurement on testbed ``tb``.
+
+    ``runtime`` (minutes) is the wall-time limit of one measurement; a group
+    job asks for the sum over its measurements.  Keys that the testbed does not
+    set are absent (the rule's resource functions return None for them, and
+    Snakemake then leaves the option out of the sbatch call).
+    """
     s = tb.get("slurm", {})
-    out = {"runtime": int(s.get("runtime_min", 30))}
+    out: dict = {"runtime": int(s.get("runtime_min", 30))}
     if s.get("partition"):
         out["slurm_partition"] = s["partition"]
     if s.get("account"):
@@ -15,9 +86,17 @@ def resources(tb: dict, benchmark: str) -> dict:
         out["constraint"] = s["constraint"]
     if s.get("qos"):
         out["qos"] = s["qos"]
+    out.update(allocation(tb))
     return out
 
 
 def group(tb: dict, benchmark: str) -> str:
-    """One allocation per testbed, node count and benchmark family."""
-    return f"{tb['name']}.n{tb['nodes']}.{benchmark}"
+    """One Slurm group per testbed and node count: ``<testbed>.n<nodes>``.
+
+    Both benchmark families share it, so an allocation that holds all
+    measurements of a testbed runs them in the study's interleaved order
+    (inside a group job Snakemake follows the job priorities, see
+    :func:`hpcvirt.matrix.priorities`); separate groups per family would run
+    all ping-pongs first and all raw TCP tests after them.
+    """
+    return f"{tb['name']}.n{tb['nodes']}"
