@@ -3,7 +3,7 @@
 #
 #   build-guest-image.sh [--print-key] [--force]
 #
-# Output: ${HPCVIRT_WORKDIR:-/work/main/.hpcvirt}/guest/<key>/
+# Output: ${HPCVIRT_WORKDIR:-<repository>/.hpcvirt}/guest/<key>/
 #   vmlinuz, initrd.img   kernel + initramfs extracted from the image (-kernel/-initrd)
 #   rootfs.raw            ext4 root filesystem (virtio disk /dev/vda, no partition table)
 #   ssh/                  host key + user key GENERATED HERE (never committed)
@@ -66,7 +66,7 @@ key=$(printf '%s\n%s\n%s\n' "$spec" "$params" "${MIRRORS[*]}" | sha256sum | cut 
 
 if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
 
-WORKDIR=${HPCVIRT_WORKDIR:-/work/main/.hpcvirt}
+WORKDIR=${HPCVIRT_WORKDIR:-$(cd "$(dirname "$0")/../.." && pwd)/.hpcvirt}
 out="$WORKDIR/guest/$key"
 if [ -f "$out/.complete" ] && [ "$force" = 0 ]; then
   echo "build-guest-image.sh: cached image $out" >&2

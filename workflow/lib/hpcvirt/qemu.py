@@ -60,7 +60,9 @@ class GuestDied(TestbedError):
 
 # ----------------------------------------------------------------- paths
 def workdir() -> Path:
-    return Path(os.environ.get("HPCVIRT_WORKDIR", "/work/main/.hpcvirt"))
+    from .config import REPO_ROOT
+
+    return Path(os.environ.get("HPCVIRT_WORKDIR", str(REPO_ROOT / ".hpcvirt")))
 
 
 def build_script() -> Path:
