@@ -10,8 +10,10 @@ PROFILE := --workflow-profile workflow/profiles/default
 CAMPAIGN ?= local-$(shell date -u +%Y%m%dT%H%M%SZ)
 FIGURE ?= pingpong
 FEATURES ?= base slurm vm containers
+# What the default study (config/config.yaml: local, bridge, vm) needs.
+STUDY_FEATURES ?= base vm
 
-.PHONY: all paper deps deps-all test figure dry-run lint archive image clean help
+.PHONY: all paper deps deps-study deps-all test figure dry-run lint archive image clean help
 
 all: paper
 
@@ -25,15 +27,18 @@ help:
 deps:
 	@workflow/scripts/install-deps.sh base
 
+deps-study:
+	@workflow/scripts/install-deps.sh $(STUDY_FEATURES)
+
 deps-all:
 	@workflow/scripts/install-deps.sh $(FEATURES)
 
-paper: deps
+paper: deps-study
 	@echo "hpcvirt: measuring campaign $(CAMPAIGN) (raw outputs in data/raw/$(CAMPAIGN)/)"
 	snakemake $(PROFILE) --config campaign=$(CAMPAIGN)
 	@echo "hpcvirt: paper/main.pdf built from campaign $(CAMPAIGN)"
 
-archive: deps
+archive: deps-study
 	snakemake $(PROFILE)
 
 test: deps-all
@@ -42,7 +47,7 @@ test: deps-all
 figure: deps
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf
 
-dry-run: deps
+dry-run: deps-study
 	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN)
 
 lint: deps
