@@ -12,8 +12,15 @@ with open(snakemake.log[0], "w") as log:
     summary = pd.read_csv(snakemake.input.summary, keep_default_na=False, na_values=[""])
     tidy = pd.concat([pd.read_csv(p) for p in snakemake.input.tidy], ignore_index=True)
     # Host facts of the first testbed (the embedded default describes this machine).
-    with open(snakemake.input.hosts[0]) as fh:
-        hosts = json.load(fh)
+    records = []
+    for path in snakemake.input.hosts:
+        with open(path) as fh:
+            records.append(json.load(fh))
+    hosts = records[0]
+    hosts["campaign_span"] = (
+        min(r["first_started_at"] for r in records),
+        max(r["last_finished_at"] for r in records),
+    )
     latency_bytes = snakemake.config.get("paper", {}).get("latency_bytes", 8)
     ovh_macros, ovh_table = overheads_tex(tidy, latency_bytes=latency_bytes)
     write_text(
