@@ -130,7 +130,8 @@ def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
     cfgs = tidy[["testbed", "virtualization", "benchmark", "mpi", "interconnect"]].drop_duplicates()
     native = cfgs[cfgs["virtualization"] == "none"]
     for _, c in cfgs.iterrows():
-        sel = dict(testbed=c.testbed, benchmark=c.benchmark, mpi=c.mpi, interconnect=c.interconnect)
+        sel = dict(testbed=c.testbed, virtualization=c.virtualization, benchmark=c.benchmark, mpi=c.mpi,
+                   interconnect=c.interconnect)
         if c.virtualization == "none":
             if c.benchmark == "netpipe" and c.interconnect == "tcp-loopback":
                 ref = dict(sel, interconnect="shm")
@@ -142,6 +143,6 @@ def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
         base = base[base.interconnect == kind]
         if len(base):
             b = base.iloc[0]
-            out.append(("virt-vs-native", sel, dict(testbed=b.testbed, benchmark=b.benchmark, mpi=b.mpi,
-                                                     interconnect=b.interconnect)))
+            out.append(("virt-vs-native", sel, dict(testbed=b.testbed, virtualization=b.virtualization,
+                                                     benchmark=b.benchmark, mpi=b.mpi, interconnect=b.interconnect)))
     return out
