@@ -303,7 +303,58 @@ def launcher_argv(mpi: str, rank_hosts: Sequence[str], *, subnet: str = "198.18.
     raise ValueError(f"unknown MPI {mpi!r}; expected 'openmpi' or 'mpich'")
 
 
-class NetnsBridge:
+class GuardedTestbed:
+    """Set-up and guaranteed teardown shared by the testbed context managers.
+
+    SIGTERM/SIGINT raise TestbedInterrupted while the testbed exists;
+    leftovers of a crashed run with the same tag are removed first; teardown
+    runs on normal exit, exception and signal, with signals deferred while
+    it runs and re-delivered afterwards.  Subclasses provide ``tag``,
+    ``_tools()``, ``_build()``, ``_stop()`` (optional) and ``_cleanup()``.
+    """
+
+    _signals: contextlib.ExitStack | None = None
+
+    def _tools(self) -> tuple[str, ...]:
+        return ()
+
+    def _build(self):
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        """Stop what the build started, before the cleanup removes the rest."""
+
+    def _cleanup(self) -> None:
+        cleanup(self.tag)
+
+    def __enter__(self):
+        require_root_tools(*self._tools())
+        self._signals = contextlib.ExitStack()
+        self._signals.enter_context(signals_raise())
+        try:
+            self._cleanup()            # leftovers of a crashed run with this tag
+            return self._build()
+        except BaseException:
+            self._teardown()
+            raise
+
+    def __exit__(self, *exc) -> bool:
+        self._teardown()
+        return False
+
+    def _teardown(self) -> None:
+        try:
+            with signals_deferred() as pending:
+                self._stop()
+                self._cleanup()
+        finally:
+            if self._signals is not None:
+                self._signals.close()      # restore the caller's handlers
+                self._signals = None
+        redeliver(pending)
+
+
+class NetnsBridge(GuardedTestbed):
     """Context manager building the ``netns-bridge`` testbed (see module doc).
 
     >>> with NetnsBridge("r1") as tb:                         # doctest: +SKIP
@@ -320,7 +371,6 @@ class NetnsBridge:
             raise ValueError(f"mtu out of range: {mtu}")
         self.mtu = int(mtu)
         self.setup_timeout_s = setup_timeout_s
-        self._signals: contextlib.ExitStack | None = None
         self.testbed: Testbed | None = None
 
     # -- construction
@@ -347,28 +397,6 @@ class NetnsBridge:
                              "subnet": str(self.net), "mtu": self.mtu,
                              "agent": str(agent_path())})
 
-    def __enter__(self) -> Testbed:
-        require_root_tools()
-        self._signals = contextlib.ExitStack()
-        self._signals.enter_context(signals_raise())
-        try:
-            cleanup(self.tag)          # leftovers of a crashed run with this tag
-            self.testbed = self._create()
-            return self.testbed
-        except BaseException:
-            self._teardown()
-            raise
-
-    def __exit__(self, *exc) -> bool:
-        self._teardown()
-        return False
-
-    def _teardown(self) -> None:
-        try:
-            with signals_deferred() as pending:
-                cleanup(self.tag)
-        finally:
-            if self._signals is not None:
-                self._signals.close()      # restore the caller's handlers
-                self._signals = None
-        redeliver(pending)
+    def _build(self) -> Testbed:
+        self.testbed = self._create()
+        return self.testbed

@@ -40,9 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .netns import (BENCH_NET, OMPI_ROOT_ENV, TestbedError, _kill_pids, delete_netns,
-                    list_netns, redeliver, require_root_tools, run, signals_deferred, signals_raise,
-                    validate_tag)
+from .netns import (BENCH_NET, OMPI_ROOT_ENV, GuardedTestbed, TestbedError, _kill_pids, delete_netns,
+                    list_netns, run, validate_tag)
 from .placement import mpi_host_args
 
 QEMU = "qemu-system-x86_64"
@@ -338,7 +337,7 @@ class Cluster:
         raise ValueError(f"unknown MPI {mpi!r}; expected 'openmpi' or 'mpich'")
 
 
-class QemuCluster:
+class QemuCluster(GuardedTestbed):
     """Context manager: boot ``guests`` qemu guests on a private bridge and
     wait until ssh answers in each; yields a :class:`Cluster`."""
 
@@ -353,40 +352,24 @@ class QemuCluster:
         self.accel_req, self.boot_timeout_s = accel, boot_timeout_s
         self.net, self.addresses, self.bridge_addr = guest_addresses(subnet, guests)
         self.image = Path(image) if image else None
-        self._signals: contextlib.ExitStack | None = None
         self.cluster: Cluster | None = None
 
-    def __enter__(self) -> Cluster:
-        require_root_tools(QEMU, "qemu-img", "ssh")
-        self._signals = contextlib.ExitStack()
-        self._signals.enter_context(signals_raise())
-        try:
-            cleanup(self.tag)
-            self.cluster = self._start()
-            return self.cluster
-        except BaseException:
-            self._teardown()
-            raise
+    def _tools(self) -> tuple[str, ...]:
+        return (QEMU, "qemu-img", "ssh")
 
-    def __exit__(self, *exc) -> bool:
-        self._teardown()
-        return False
+    def _build(self) -> Cluster:
+        self.cluster = self._start()
+        return self.cluster
 
-    def _teardown(self) -> None:
-        try:
-            with signals_deferred() as pending:
-                if self.cluster is not None:
-                    _kill_pids([p.pid for p in self.cluster.procs if p.poll() is None],
-                               grace_s=5)
-                    for p in self.cluster.procs:
-                        with contextlib.suppress(subprocess.TimeoutExpired):
-                            p.wait(timeout=5)
-                cleanup(self.tag)
-        finally:
-            if self._signals is not None:
-                self._signals.close()
-                self._signals = None
-        redeliver(pending)
+    def _stop(self) -> None:
+        if self.cluster is not None:
+            _kill_pids([p.pid for p in self.cluster.procs if p.poll() is None], grace_s=5)
+            for p in self.cluster.procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=5)
+
+    def _cleanup(self) -> None:
+        cleanup(self.tag)
 
     def _start(self) -> Cluster:
         t0 = time.monotonic()
