@@ -182,3 +182,17 @@ def test_tiny_study_end_to_end(tmp_path):
     )
     assert re.search(r"^measure\s+1$", res3.stdout, re.M), res3.stdout
     assert str(victim.relative_to(work)) in res3.stdout
+
+
+def test_slurm_dry_run_shows_site_resources():
+    """`snakemake -n` with the Slurm profile shows what a real cluster's sbatch would receive."""
+    res = snakemake(
+        "-n", "--workflow-profile", "workflow/profiles/slurm",
+        "--config", "campaign=site-dry", "testbeds=[example-site]", "repetitions=1",
+    )
+    assert "Group job example-site.n2" in res.stdout
+    lines = [ln for ln in res.stdout.splitlines() if "slurm_partition=" in ln]
+    assert lines, res.stdout
+    for needle in ("slurm_partition=compute", "slurm_account=myproject", "nodes=2", "tasks_per_node=2",
+                   "qos=normal", "constraint=ethernet", "slurm_extra=--exclusive"):
+        assert needle in lines[0], lines[0]

@@ -32,8 +32,6 @@ rule measure:
         cpus_per_task=measurement_slurm("cpus_per_task"),
         slurm_extra=measurement_slurm("slurm_extra"),
         mpi=measurement_slurm("mpi"),
-    message:
-        "measure {wildcards.testbed}/{wildcards.benchmark}/{wildcards.params} repetition {wildcards.rep}"
     script:
         "../scripts/measure.py"
 
