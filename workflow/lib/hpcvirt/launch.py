@@ -71,10 +71,14 @@ def netpipe_launch(c: Configuration, tb: dict, bed=None) -> Launch:
     argv += _netpipe_args(s, mpi["netpipe"])
     runtime = tb.get("runtime", {"kind": "none"})
     env = {**launch_env(runtime), **mpi.get("env", {}), **path.get("env", {})}
+    return _netpipe_launch(s, argv, env, tb.get("isolation", "netns"), ranks, nodes)
+
+
+def _netpipe_launch(s: dict, argv: list[str], env: dict, isolation: str, ranks: int, nodes: int) -> Launch:
     return Launch(
         argv=argv,
         env=env,
-        isolation=tb.get("isolation", "netns"),
+        isolation=isolation,
         ranks=ranks,
         nodes=nodes,
         ranks_per_node=ranks // nodes,
@@ -104,16 +108,8 @@ def _netpipe_on_bed(c: Configuration, tb: dict, bed, ranks: int, nodes: int) -> 
     else:  # qemu: run the launcher inside guest 0
         hosts = _rank_hosts(bed.guests, nodes, ranks)
         argv = bed.argv(0, bed.mpi_argv(s["mpi"], hosts, ranks=ranks, transport=transport) + RANK0_INLINE + bench)
-    return Launch(
-        argv=argv,
-        isolation="none",  # the testbed's own namespaces isolate it
-        ranks=ranks,
-        nodes=nodes,
-        ranks_per_node=ranks // nodes,
-        mpi=s["mpi"],
-        interconnect={"shm": "shm", "tcp": "tcp-loopback", "net": "tcp"}[s["path"]],
-        expected={"max_bytes": s["max_bytes"], "min_bytes": s["min_bytes"]},
-    )
+    # isolation none: the testbed's own namespaces isolate it
+    return _netpipe_launch(s, argv, {}, "none", ranks, nodes)
 
 
 def qperf_launch(c: Configuration, tb: dict, bed=None) -> Launch:

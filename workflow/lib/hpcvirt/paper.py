@@ -186,20 +186,14 @@ def overheads_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> tuple[str, s
     for o in overheads(tidy, latency_bytes):
         k = config_key(pd.Series(o["subject"]))
         cells = []
-        if "lat_diff" in o:
-            d = o["lat_diff"]
-            macros += [macro(f"hvOvhLat{k}", fmt(d["median"])), macro(f"hvOvhLat{k}Lo", fmt(d["ci_low"])),
-                       macro(f"hvOvhLat{k}Hi", fmt(d["ci_high"]))]
+        for key, name in (("lat_diff", "Lat"), ("bw_ratio", "Bw")):
+            d = o.get(key)
+            if d is None:
+                cells.append("--")
+                continue
+            macros += [macro(f"hvOvh{name}{k}", fmt(d["median"])), macro(f"hvOvh{name}{k}Lo", fmt(d["ci_low"])),
+                       macro(f"hvOvh{name}{k}Hi", fmt(d["ci_high"]))]
             cells.append(f"{fmt(d['median'])} [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}]")
-        else:
-            cells.append("--")
-        if "bw_ratio" in o:
-            d = o["bw_ratio"]
-            macros += [macro(f"hvOvhBw{k}", fmt(d["median"])), macro(f"hvOvhBw{k}Lo", fmt(d["ci_low"])),
-                       macro(f"hvOvhBw{k}Hi", fmt(d["ci_high"]))]
-            cells.append(f"{fmt(d['median'])} [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}]")
-        else:
-            cells.append("--")
         n = (o.get("lat_diff") or o.get("bw_ratio"))["n"]
         rows.append(f"{latex_escape(_label(o['subject']))} & {latex_escape(_label(o['reference']))} & "
                     f"{cells[0]} & {cells[1]} & {n} \\\\")
