@@ -17,6 +17,7 @@ LOCAL = yaml.safe_load((ROOT / "config/testbeds/local.yaml").read_text())
 LOCAL_STUDY = copy.deepcopy(STUDY)
 LOCAL_STUDY["testbeds"] = ["local"]
 LOCAL_STUDY["experiments"]["pingpong"]["paths"] = ["shm", "tcp"]
+LOCAL_STUDY["experiments"]["placement"]["enabled"] = False
 
 
 def test_shipped_configs_are_valid():
@@ -31,6 +32,7 @@ def test_every_testbed_file_is_valid():
         study = dict(copy.deepcopy(STUDY), testbeds=[path.stem])
         study["experiments"]["pingpong"]["mpis"] = sorted(tb["mpi"])
         study["experiments"]["pingpong"]["paths"] = sorted({p for m in tb["mpi"].values() for p in m["paths"]})
+        study["experiments"]["placement"]["enabled"] = tb["nodes"] > 1 and any("advect" in m for m in tb["mpi"].values())
         _, testbeds = load_study(study, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
         assert testbeds[path.stem]["name"] == path.stem
 
@@ -57,6 +59,16 @@ BAD_STUDY = [
     (lambda c: c.update(testbeds=["Local!"]), ["testbeds[0]", "pattern"]),
     (lambda c: c.update(testbeds=["nosuchtestbed"]), ["nosuchtestbed.yaml", "not found"]),
     (lambda c: c.pop("experiments"), ["'experiments' is a required property"]),
+    (lambda c: c["experiments"]["placement"].update(ranks_per_block=[4, 0]),
+     ["experiments.placement.ranks_per_block[1]", "minimum"]),
+    (lambda c: c["experiments"]["placement"].update(ranks=1), ["experiments.placement.ranks", "minimum"]),
+    (lambda c: c["experiments"]["placement"].update(mpis=["mpich"]),
+     ["experiments.placement: mpich is offered by none", "nodes >= 2", "mpi.mpich.advect"]),
+    # one-host testbeds cannot place ranks on two hosts: the message says what to do
+    (lambda c: c.update(testbeds=["local"], experiments=dict(c["experiments"], pingpong=dict(
+        c["experiments"]["pingpong"], paths=["shm", "tcp"]))),
+     ["experiments.placement: openmpi is offered by none", "experiments.placement.enabled: false"]),
+    (lambda c: c["experiments"]["placement"].update(grid={"x": 32, "w": 2}), ["placement.grid", "'w'"]),
 ]
 
 
@@ -85,6 +97,11 @@ BAD_TESTBED = [
     (lambda t: t["mpi"]["openmpi"].pop("launcher"), ["mpi.openmpi.launcher", "required for kind 'native'"]),
     (lambda t: t.update(runtime={"kind": "charliecloud"}), ["runtime.image", "required"]),
     (lambda t: t.update(ranks_per_node=0), ["ranks_per_node", "minimum"]),
+    # a native cluster places the ranks of the placement runs with launcher arguments
+    (lambda t: (t.update(nodes=2), t["mpi"]["openmpi"].update(advect={"binary": "advect", "args": ["-m", "block"]})),
+     ["mpi.openmpi.advect.args", "{block}"]),
+    (lambda t: t["mpi"]["openmpi"].update(advect={"binary": "adv ect"}), ["mpi.openmpi.advect.binary", "pattern"]),
+    (lambda t: t["mpi"]["openmpi"].update(advect={"args": []}), ["'binary' is a required property"]),
 ]
 
 

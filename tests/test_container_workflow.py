@@ -30,8 +30,8 @@ ENV = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
 ENV.setdefault("USER", os.environ.get("LOGNAME") or "root")
 PROFILE = ["--workflow-profile", "workflow/profiles/default"]
 IMAGE = ".hpcvirt/images/offline.sqfs"
-# Two testbeds on one host, data paths both of them offer.
-TWO = ["--config", "testbeds=[local,local-container]", "experiments={pingpong: {paths: [shm, tcp]}}"]
+# Two testbeds on one host, data paths both of them offer (follows --configfile config/tiny.yaml).
+TWO = ["config/one-host.yaml", "--config", "testbeds=[local,local-container]"]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_workflow import fresh_copy  # noqa: E402
@@ -50,6 +50,7 @@ def _study(*testbeds):
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     cfg.update(testbeds=list(testbeds))
     cfg["experiments"]["pingpong"]["paths"] = ["shm", "tcp"]
+    cfg["experiments"]["placement"]["enabled"] = False
     return load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
 
 

@@ -22,62 +22,52 @@ import pytest
 from hpcvirt import netns
 from hpcvirt.netns import (NetnsBridge, TestbedInterrupted, cleanup, host_addresses,
                            launcher_argv, list_netns, names, validate_tag)
-from hpcvirt.placement import (crossing_fraction, message_pairs, mpi_host_args,
-                               placement_hosts, run_length)
+from hpcvirt.placement import (chain_crossing, chain_messages, mpi_host_args, placement_label,
+                               plane_hosts, run_length)
 
 H = ["a", "b"]
 
 
 # ------------------------------------------------------------- placement
-def test_placement_intra_inter_mixed():
-    assert placement_hosts("intra", H, 4) == ["a", "a", "a", "a"]
-    assert placement_hosts("inter", H, 4) == ["a", "b", "a", "b"]
-    assert placement_hosts("mixed", H, 4) == ["a", "a", "b", "b"]
-    assert placement_hosts("inter", H, 2) == ["a", "b"]
-    assert placement_hosts("intra", H, 2) == ["a", "a"]
-    assert placement_hosts("mixed", H, 3) == ["a", "a", "b"]
-    assert placement_hosts("mixed", ["a", "b", "c"], 6) == ["a", "a", "b", "b", "c", "c"]
+def test_plane_placements():
+    assert plane_hosts(H, 4, 4) == ["a", "a", "a", "a"]
+    assert plane_hosts(H, 4, 9) == ["a", "a", "a", "a"]
+    assert plane_hosts(H, 4, 2) == ["a", "a", "b", "b"]
+    assert plane_hosts(H, 4, 1) == ["a", "b", "a", "b"]
+    assert plane_hosts(H, 8, 2) == ["a", "a", "b", "b", "a", "a", "b", "b"]
+    assert plane_hosts(["a", "b", "c"], 6, 2) == ["a", "a", "b", "b", "c", "c"]
+    assert plane_hosts(["a"], 3, 1) == ["a", "a", "a"]
+    assert [placement_label(4, b) for b in (4, 8, 2, 1)] == ["intra-node", "intra-node", "mixed", "inter-node"]
 
 
 @pytest.mark.parametrize("args", [
-    ("mixed", H, 2),          # degenerates to inter
-    ("inter", ["a"], 2),
-    ("bogus", H, 2),
-    ("intra", [], 2),
-    ("intra", ["a", "a"], 2),
-    ("intra", H, 0),
+    ([], 2, 1),
+    (["a", "a"], 2, 1),
+    (H, 0, 1),
+    (H, 2, 0),
+    (H, 2, True),
 ])
-def test_placement_rejects(args):
+def test_plane_rejects(args):
     with pytest.raises(ValueError):
-        placement_hosts(*args)
+        plane_hosts(*args)
 
 
-def test_message_pairs():
-    assert message_pairs("pingpong", 4) == [(0, 1), (1, 0), (2, 3), (3, 2)]
-    assert message_pairs("pingpong", 3) == [(0, 1), (1, 0)]
-    assert message_pairs("ring", 3) == [(0, 1), (1, 2), (2, 0)]
-    assert len(message_pairs("alltoall", 4)) == 12
-    with pytest.raises(ValueError):
-        message_pairs("ring", 1)
-
-
-@pytest.mark.parametrize("placement,pattern,expected", [
-    ("intra", "pingpong", Fraction(0)),
-    ("intra", "ring", Fraction(0)),
-    ("inter", "pingpong", Fraction(1)),
-    ("inter", "ring", Fraction(1)),
-    ("inter", "alltoall", Fraction(2, 3)),
-    ("mixed", "pingpong", Fraction(0)),
-    ("mixed", "ring", Fraction(1, 2)),
-    ("mixed", "alltoall", Fraction(2, 3)),
+@pytest.mark.parametrize("ranks,block,share", [
+    (4, 4, Fraction(0)),
+    (4, 2, Fraction(1, 3)),
+    (4, 1, Fraction(1)),
+    # Nanos et al.: 16 ranks on two hosts -> 6 %, 46 %, 100 % over the network
+    (16, 8, Fraction(1, 15)),
+    (16, 2, Fraction(7, 15)),
+    (16, 1, Fraction(1)),
+    (1, 1, Fraction(0)),
 ])
-def test_crossing_fraction_4_ranks_2_hosts(placement, pattern, expected):
-    assert crossing_fraction(placement_hosts(placement, H, 4), pattern) == expected
-
-
-def test_crossing_fraction_pingpong_2_ranks():
-    assert crossing_fraction(placement_hosts("intra", H, 2), "pingpong") == 0
-    assert crossing_fraction(placement_hosts("inter", H, 2), "pingpong") == 1
+def test_chain_crossing(ranks, block, share):
+    hosts = plane_hosts(H, ranks, block)
+    assert chain_crossing(hosts) == share
+    sent, crossing = chain_messages(hosts, 10)
+    assert sent == 2 * (ranks - 1) * 10
+    assert Fraction(crossing, sent) == share if sent else crossing == 0
 
 
 def test_run_length_and_host_args():
@@ -325,7 +315,7 @@ def test_netpipe_mpich_across_bridge(tag, tmp_path):
             capture_output=True, text=True, timeout=240)
         assert cp.returncode == 0, cp.stderr[-2000:]
         _np_output_ok(out, 4096)
-        cp = subprocess.run(tb.launcher_argv("mpich", placement_hosts("mixed", tb.hosts, 4))
+        cp = subprocess.run(tb.launcher_argv("mpich", plane_hosts(tb.hosts, 4, 2))
                             + ["hostname"], capture_output=True, text=True, timeout=60)
         assert sorted(cp.stdout.split()) == sorted(tb.hosts * 2)
     assert _leftovers(tag) == []

@@ -39,7 +39,7 @@ LOCAL_PROFILE = ["--workflow-profile", "workflow/profiles/default"]
 ETC_CONF = Path("/etc/slurm/slurm.conf")
 # The Slurm testbed runs the one-host paths; the study's net path needs a
 # testbed with two hosts.
-ONE_HOST_PATHS = {"experiments": {"pingpong": {"paths": ["shm", "tcp"]}}}
+ONE_HOST_PATHS = {"experiments": {"pingpong": {"paths": ["shm", "tcp"]}, "placement": {"enabled": False}}}
 
 pytestmark = pytest.mark.slurm
 

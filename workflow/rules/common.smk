@@ -28,7 +28,7 @@ MEASURE_TESTBED_RE = "|".join(n for n in TESTBEDS if n not in ROUND_TESTBEDS) or
 wildcard_constraints:
     campaign=r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
     testbed=r"[a-z][a-z0-9-]{0,31}",
-    benchmark=r"netpipe|qperf",
+    benchmark=r"netpipe|qperf|advect",
     params=r"[A-Za-z0-9_.,=+-]+",
     rep=r"[0-9]+",
 
@@ -85,6 +85,16 @@ def measurement_preflight(wildcards):
     # ancient(): a rebuilt image re-runs the preflight, which must not make
     # every protected measurement look outdated.
     return ancient(f"data/raw/{wildcards.campaign}/{wildcards.testbed}/preflight.json")
+
+
+def measurement_binary(wildcards):
+    """A host-side benchmark the workflow builds (rule build_advect) before
+    the measurement that runs it; guests get theirs from the guest image."""
+    if wildcards.benchmark != "advect":
+        return []
+    c = matrix.find(STUDY, wildcards.testbed, wildcards.benchmark, wildcards.params)
+    binary = _testbed(wildcards)["mpi"][c.settings["mpi"]]["advect"]["binary"]
+    return [binary] if binary.startswith(".hpcvirt/bin/") else []
 
 
 def round_outputs(testbed, ext):

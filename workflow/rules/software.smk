@@ -1,4 +1,5 @@
-# Software stacks: container images and the per-testbed preflight check.
+# Software stacks: container images, the placement benchmark and the
+# per-testbed preflight check.
 #
 # The offline image is a workflow product, not a committed file: a fresh
 # machine builds it by running the rule (bit-reproducible for a fixed mirror
@@ -49,3 +50,20 @@ rule preflight:
         "preflight {wildcards.testbed}: host vs image MPI/PMIx/UCX, 2-rank wire-up through the container"
     script:
         "../scripts/preflight.py"
+
+
+rule build_advect:
+    input:
+        src="workflow/src/advect.c",
+        script="workflow/scripts/build-advect.sh",
+    output:
+        binary=".hpcvirt/bin/advect-{mpi}",
+    log:
+        "logs/software/build-advect-{mpi}.log",
+    wildcard_constraints:
+        mpi="openmpi|mpich",
+    priority: 1000000
+    message:
+        "compile the placement benchmark for {wildcards.mpi} ({output.binary})"
+    shell:
+        "{input.script} {wildcards.mpi} {output.binary} > {log} 2>&1"

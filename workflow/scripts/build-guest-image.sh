@@ -10,17 +10,21 @@
 #   packages.txt          requested package=version list (the cache key input)
 #   dpkg.txt              every package actually installed in the guest
 #   build.json            build metadata (time, sizes, key)
+#   The guest also gets the placement benchmark, compiled here with the host's
+#   MPI compiler wrappers (same package versions as in the guest):
+#   /usr/local/bin/hpcvirt-advect-openmpi, /usr/local/bin/hpcvirt-advect-mpich
 #   .complete             written last; its presence means the cache entry is usable
 # The last line printed on stdout is the output directory.
 #
-# <key> is the first 16 hex digits of sha256(packages.txt + build parameters).
+# <key> is the first 16 hex digits of sha256(packages.txt + build parameters
+# + this script, the benchmark's source and its build script).
 # Packages that are installed on the build host are pinned to the host's
 # version (so guest and host run the same MPI/NetPIPE builds); the others
 # (the kernel) are pinned to the archive's candidate version at key time.
 # Recommends are not installed.  SOURCE_DATE_EPOCH is fixed.
 set -euo pipefail
 
-FORMAT=2                        # bump when the image layout/customisation changes
+FORMAT=3                        # bump when the image layout/customisation changes
 SUITE=bookworm
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}   # 2024-01-01T00:00:00Z
 ROOTFS_SIZE=${HPCVIRT_GUEST_ROOTFS_SIZE:-2G}
@@ -62,7 +66,9 @@ for p in "${PACKAGES[@]}"; do
 done
 spec=$(printf '%s' "$spec" | LC_ALL=C sort)
 params="format=$FORMAT suite=$SUITE sde=$SOURCE_DATE_EPOCH size=$ROOTFS_SIZE variant=apt no-recommends"
-key=$(printf '%s\n%s\n%s\n' "$spec" "$params" "${MIRRORS[*]}" | sha256sum | cut -c1-16)
+here=$(cd "$(dirname "$0")" && pwd)
+src_sum=$(cat "$here/build-guest-image.sh" "$here/../src/advect.c" "$here/build-advect.sh" | sha256sum | cut -c1-64)
+key=$(printf '%s\n%s\n%s\n%s\n' "$spec" "$params" "${MIRRORS[*]}" "$src_sum" | sha256sum | cut -c1-16)
 
 if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
 
@@ -74,7 +80,7 @@ if [ -f "$out/.complete" ] && [ "$force" = 0 ]; then
 fi
 
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap root mode, mke2fs -d)"
-for t in mmdebstrap mke2fs ssh-keygen sha256sum; do
+for t in mmdebstrap mke2fs ssh-keygen sha256sum mpicc.openmpi mpicc.mpich; do
   command -v "$t" >/dev/null || die "missing tool: $t"
 done
 
@@ -91,6 +97,9 @@ ssh-keygen -q -t ed25519 -N '' -C "hpcvirt-user-$key" -f "$tmp/ssh/id_ed25519"
 
 # --- guest files --------------------------------------------------------------
 files="$tmp/files"; mkdir -p "$files"
+for mpi in openmpi mpich; do
+  "$here/build-advect.sh" "$mpi" "$files/hpcvirt-advect-$mpi" >&2
+done
 cat > "$files/hpcvirt-net" <<'EOF'
 #!/bin/sh
 # Configure the guest from the kernel command line:
@@ -151,9 +160,11 @@ mmdebstrap \
   --essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d"; echo "MODULES=most" > "$1/etc/initramfs-tools/conf.d/hpcvirt"' \
   "${pin_args[@]}" \
   --customize-hook="install -m 0755 $files/hpcvirt-net \"\$1/usr/local/sbin/hpcvirt-net\"" \
+  --customize-hook="install -m 0755 $files/hpcvirt-advect-openmpi $files/hpcvirt-advect-mpich \"\$1/usr/local/bin/\"" \
   --customize-hook="install -m 0644 $files/hpcvirt-net.service \"\$1/etc/systemd/system/hpcvirt-net.service\"" \
   --customize-hook='chroot "$1" systemctl enable hpcvirt-net.service' \
   --customize-hook='chroot "$1" systemctl mask systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service e2scrub_all.timer fstrim.timer man-db.timer 2>/dev/null || true' \
+  --customize-hook='chroot "$1" systemctl mask modprobe@dm_mod.service modprobe@fuse.service modprobe@loop.service getty-static.service serial-getty@ttyS0.service getty@tty1.service systemd-update-utmp.service systemd-update-utmp-runlevel.service dev-hugepages.mount sys-kernel-debug.mount sys-kernel-tracing.mount 2>/dev/null || true' \
   --customize-hook='echo "/dev/vda / ext4 defaults,noatime 0 1" > "$1/etc/fstab"' \
   --customize-hook='echo hpcvirt-guest > "$1/etc/hostname"' \
   --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*' \

@@ -4,7 +4,7 @@
 # time limit, and always stop the cluster again (also on failure or Ctrl-C).
 #
 # Usage: workflow/scripts/slurm-study.sh [TARGETS...] [SNAKEMAKE OPTIONS...]
-#   e.g. workflow/scripts/slurm-study.sh --configfile config/tiny.yaml \
+#   e.g. workflow/scripts/slurm-study.sh --configfile config/tiny.yaml config/one-host.yaml \
 #            --config campaign=slurm-tiny 'testbeds=[local-slurm]'
 # Targets go before list-valued options (--config, --group-components, ...).
 #

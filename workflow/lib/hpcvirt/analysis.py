@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .parsers import netpipe, qperf
+from .parsers import advect, netpipe, qperf
 from .tidy import COLUMNS, ParseError, to_rows
 
 # Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
@@ -27,6 +27,8 @@ def _parse_one(raw: Path, ctx: dict) -> list:
         return netpipe.parse(raw, expected_max_bytes=expected.get("max_bytes"))
     if bench == "qperf":
         return qperf.parse(raw, expected_sizes=expected.get("sizes"))
+    if bench == "advect":
+        return advect.parse(raw, expected=expected)
     raise ParseError(raw, f"no parser for benchmark {bench!r}")
 
 

@@ -101,24 +101,47 @@ def _check_testbed(tb: dict, path: Path) -> None:
                 raise ConfigError(f"{path}: mpi.{mpi}.launcher: required for kind 'native'")
     if tb["kind"] != "native" and tb["executor"] != "local":
         raise ConfigError(f"{path}: executor: kind {tb['kind']!r} runs with the local executor only")
+    for mpi, entry in tb["mpi"].items():
+        adv = entry.get("advect")
+        if adv and tb["kind"] == "native" and tb["nodes"] > 1 and not any("{block}" in a for a in adv.get("args", [])):
+            raise ConfigError(
+                f"{path}: mpi.{mpi}.advect.args: a native testbed with several nodes places ranks through "
+                "launcher arguments and needs one with '{block}' (e.g. --distribution=plane={block})"
+            )
     runtime = tb.get("runtime", {"kind": "none"})
     if runtime["kind"] != "none" and "image" not in runtime:
         raise ConfigError(f"{path}: runtime.image: required when runtime.kind is {runtime['kind']!r}")
+
+
+def placement_offers(testbeds: dict) -> dict[str, list[str]]:
+    """MPIs each testbed can run the placement experiment with: it needs the
+    benchmark (mpi.<name>.advect) and at least two hosts or guests."""
+    return {name: sorted(m for m, e in tb["mpi"].items() if "advect" in e) if tb["nodes"] > 1 else []
+            for name, tb in testbeds.items()}
 
 
 def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Path) -> None:
     """Each testbed runs the MPIs and paths of the study that it offers; a
     requested MPI or path that no testbed offers is an error."""
     pp = study.get("experiments", {}).get("pingpong")
-    if not (pp and pp.get("enabled", True)):
-        return
-    for mpi in pp["mpis"]:
+    for mpi in pp["mpis"] if pp and pp.get("enabled", True) else []:
         for p in pp["paths"]:
             if not any(p in tb["mpi"].get(mpi, {}).get("paths", {}) for tb in testbeds.values()):
                 offered = sorted({f"{m}/{q}" for tb in testbeds.values() for m in tb["mpi"] for q in tb["mpi"][m]["paths"]})
                 raise ConfigError(
                     f"{study_path}: experiments.pingpong: {mpi} over path {p!r} is offered by none of the testbeds "
                     f"{sorted(testbeds)} (files in {testbed_dir}); they offer {offered}"
+                )
+    pl = study.get("experiments", {}).get("placement")
+    if pl and pl.get("enabled", True):
+        offers = placement_offers(testbeds)
+        for mpi in pl["mpis"]:
+            if not any(mpi in v for v in offers.values()):
+                raise ConfigError(
+                    f"{study_path}: experiments.placement: {mpi} is offered by none of the testbeds "
+                    f"{sorted(testbeds)} (files in {testbed_dir}): the placement experiment needs a testbed "
+                    f"with nodes >= 2 and mpi.{mpi}.advect (offered: {offers}); on one-host testbeds set "
+                    "experiments.placement.enabled: false"
                 )
 
 
@@ -158,4 +181,5 @@ def load_study(
     _check_offers(study, testbeds, config_path, Path(testbed_dir))
     # What each testbed offers, for the configuration matrix (hpcvirt.matrix).
     study["offers"] = {name: {m: sorted(e["paths"]) for m, e in tb["mpi"].items()} for name, tb in testbeds.items()}
+    study["placement_offers"] = placement_offers(testbeds)
     return study, testbeds

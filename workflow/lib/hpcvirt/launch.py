@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from .containers import container_prefix, launch_env
 from .matrix import Configuration, tcp_sizes
+from .placement import chain_messages, hosts_used, placement_label, plane_hosts
 
 # Keeps only rank 0's standard output (see the script).  Relative to the
 # workflow's working directory (the repository), where every job runs.
@@ -170,9 +171,67 @@ def qperf_launch(c: Configuration, tb: dict, bed=None) -> Launch:
     return launch
 
 
+def _advect_args(s: dict, binary: str) -> list[str]:
+    g = s["grid"]
+    args = [binary, "-x", str(g["x"]), "-y", str(g["y"]), "-z", str(g["z_per_rank"]),
+            "-s", str(s["steps"]), "-w", str(s["warmup"])]
+    return args + ([] if s["verify"] else ["-n"])
+
+
+def advect_launch(c: Configuration, tb: dict, bed=None) -> Launch:
+    """The placement benchmark: ``ranks`` ranks in blocks of ``block`` per host
+    (netns-bridge hosts, qemu guests, or the nodes of a native cluster, where
+    the testbed's ``advect.args`` place them, e.g. srun's plane distribution).
+    Each MPI picks its own transports: shared memory inside a host or guest,
+    the network between them."""
+    s = c.settings
+    mpi = tb["mpi"][s["mpi"]]
+    adv = mpi["advect"]
+    ranks, block = s["ranks"], s["block"]
+    bench = _advect_args(s, adv["binary"])
+    if tb["kind"] == "native":
+        names = [f"node{i}" for i in range(tb["nodes"])]
+        hosts = plane_hosts(names, ranks, block)
+        nodes = hosts_used(hosts)
+        argv = _fill(list(mpi["launcher"]), ranks=ranks, nodes=nodes)
+        argv += _fill(list(adv.get("args", [])), block=block, nodes=nodes)
+        argv += [RANK0_STDOUT] + container_prefix(tb.get("runtime", {"kind": "none"})) + bench
+        env = {**launch_env(tb.get("runtime", {"kind": "none"})), **mpi.get("env", {}), **adv.get("env", {})}
+        isolation = tb.get("isolation", "netns")
+    elif bed is None:
+        raise ValueError(f"testbed {tb['name']} ({tb['kind']}) needs its hosts set up first")
+    else:
+        extra = list(adv.get("args", []))
+        envw = [f"{k}={v}" for k, v in adv.get("env", {}).items()]
+        if tb["kind"] == "netns-bridge":
+            hosts = plane_hosts(bed.hosts, ranks, block)
+            argv = (bed.launcher_argv(s["mpi"], hosts, ranks=ranks, transport="default") + extra
+                    + (["env", *envw] if envw else []) + [RANK0_STDOUT] + bench)
+        else:  # qemu: the launcher runs inside guest 0
+            hosts = plane_hosts(bed.guests, ranks, block)
+            argv = bed.argv(0, bed.mpi_argv(s["mpi"], hosts, ranks=ranks, transport="default") + extra
+                            + (["env", *envw] if envw else []) + RANK0_INLINE + bench)
+        nodes, env, isolation = hosts_used(hosts), {}, "none"
+    messages, network = chain_messages(hosts, s["steps"])
+    return Launch(
+        argv=argv,
+        env=env,
+        isolation=isolation,
+        ranks=ranks,
+        nodes=nodes,
+        ranks_per_node=-(-ranks // nodes),
+        mpi=s["mpi"],
+        interconnect="shm" if nodes == 1 else ("shm+net" if tb["kind"] == "native" else "shm+tcp"),
+        expected={"ranks": ranks, "steps": s["steps"], "messages": messages, "messages_network": network,
+                  "placement": placement_label(ranks, block), "block": block},
+    )
+
+
 def build(c: Configuration, tb: dict, bed=None) -> Launch:
     if c.benchmark == "netpipe":
         return netpipe_launch(c, tb, bed)
     if c.benchmark == "qperf":
         return qperf_launch(c, tb, bed)
+    if c.benchmark == "advect":
+        return advect_launch(c, tb, bed)
     raise ValueError(f"unknown benchmark {c.benchmark!r}")

@@ -27,7 +27,7 @@ RAW_ROOT = "data/raw"
 @dataclass(frozen=True)
 class Configuration:
     testbed: str
-    benchmark: str  # netpipe | qperf
+    benchmark: str  # netpipe | qperf | advect
     params: str  # path-safe encoding of the parameters
     settings: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -72,6 +72,24 @@ def _tcp_configs(testbed: str, exp: dict) -> list[Configuration]:
     return out
 
 
+def _placement_configs(testbed: str, exp: dict, offered: list[str] | None) -> list[Configuration]:
+    out = []
+    g = exp["grid"]
+    for mpi in exp["mpis"]:
+        if offered is not None and mpi not in offered:
+            continue
+        for block in exp["ranks_per_block"]:
+            block = min(block, exp["ranks"])  # every block >= ranks is the same intra-node run
+            params = (f"{mpi}-n{exp['ranks']}-b{block}_{g['x']}x{g['y']}x{g['z_per_rank']}"
+                      f"_s{exp['steps']}w{exp['warmup']}" + ("" if exp["verify"] else "-nv"))
+            settings = dict(mpi=mpi, ranks=exp["ranks"], block=block, grid=dict(g), steps=exp["steps"],
+                            warmup=exp["warmup"], verify=exp["verify"])
+            c = Configuration(testbed, "advect", params, settings)
+            if c not in out:
+                out.append(c)
+    return out
+
+
 def configurations(study: dict) -> list[Configuration]:
     """All configurations of the study, in a stable (unshuffled) order.  A
     testbed runs the MPIs and paths it offers (``study["offers"]``, filled in
@@ -84,6 +102,9 @@ def configurations(study: dict) -> list[Configuration]:
             out += _pingpong_configs(tb, exps["pingpong"], None if offers is None else offers.get(tb, {}))
         if exps.get("tcp", {}).get("enabled", False):
             out += _tcp_configs(tb, exps["tcp"])
+        if exps.get("placement", {}).get("enabled", False):
+            pl_offers = study.get("placement_offers")
+            out += _placement_configs(tb, exps["placement"], None if pl_offers is None else pl_offers.get(tb, []))
     return out
 
 

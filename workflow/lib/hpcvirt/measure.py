@@ -66,7 +66,7 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launc
         "ranks": launch.ranks,
         "nodes": launch.nodes,
         "ranks_per_node": launch.ranks_per_node,
-        "placement": "intra-node" if launch.nodes == 1 else "inter-node",
+        "placement": launch.expected.get("placement", "intra-node" if launch.nodes == 1 else "inter-node"),
         "rep": rep,
         "warmup": "benchmark-internal",
         "raw_path": raw,

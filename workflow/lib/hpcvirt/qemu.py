@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import shlex
 import subprocess
@@ -42,6 +43,7 @@ from pathlib import Path
 
 from .netns import (BENCH_NET, OMPI_ROOT_ENV, GuardedTestbed, TestbedError, _kill_pids, delete_netns,
                     list_netns, run, validate_tag)
+from .atomic import write_json
 from .placement import mpi_host_args
 
 QEMU = "qemu-system-x86_64"
@@ -159,10 +161,31 @@ def tail(path: Path, lines: int = 25) -> str:
 _PROBE_CACHE: dict[str, tuple[bool, str]] = {}
 
 
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def probe_kvm_cached(image: Path, timeout_s: float = 10) -> tuple[bool, str]:
-    """:func:`probe_kvm`, run once per process and image."""
+    """:func:`probe_kvm`, run once per image and boot of this machine: the
+    result is kept in ``<image>/kvm-probe.json`` with the host's boot id, so
+    the rounds of a campaign (one process each) do not probe again."""
     if str(image) not in _PROBE_CACHE:
-        _PROBE_CACHE[str(image)] = probe_kvm(image, timeout_s)
+        record, boot = Path(image) / "kvm-probe.json", _boot_id()
+        try:
+            cached = json.loads(record.read_text())
+            if boot and cached.get("boot_id") == boot:
+                _PROBE_CACHE[str(image)] = (bool(cached["ok"]), f"{cached['reason']} (probed at {cached['at']})")
+                return _PROBE_CACHE[str(image)]
+        except (OSError, ValueError, KeyError):
+            pass
+        ok, reason = probe_kvm(image, timeout_s)
+        _PROBE_CACHE[str(image)] = (ok, reason)
+        with contextlib.suppress(OSError):
+            write_json(record, {"boot_id": boot, "ok": ok, "reason": reason,
+                                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return _PROBE_CACHE[str(image)]
 
 
@@ -431,7 +454,6 @@ class QemuCluster(GuardedTestbed):
             "boot_to_ssh_s": boot, "setup_s": round(time.monotonic() - t0, 1),
         }
         with contextlib.suppress(OSError):
-            import json
             cluster.info["image_build"] = json.loads((image / "build.json").read_text())
         return cluster
 

@@ -41,7 +41,7 @@ COLUMNS: tuple[str, ...] = (
 )
 
 # Units a parser may emit.  Anything else is a bug in the parser.
-UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s", "count"})
+UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s", "count", "fraction"})
 
 
 class ParseError(ValueError):
