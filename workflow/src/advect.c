@@ -115,8 +115,13 @@ static void exchange(Field *f, int rank, int size, long *sent, long *crossing, c
         (*sent)++;
         *crossing += remote[rank - 1];
     }
+#ifdef ADVECT_FAULT_STALE_HALO
+    double *upper = f->v;   /* fault injection for the tests: the upper halo goes stale */
+#else
+    double *upper = f->u;
+#endif
     if (rank < size - 1) {
-        MPI_Irecv(f->u + plane * (f->nz + 1), (int)plane, MPI_DOUBLE, rank + 1, 0, MPI_COMM_WORLD, &req[n++]);
+        MPI_Irecv(upper + plane * (f->nz + 1), (int)plane, MPI_DOUBLE, rank + 1, 0, MPI_COMM_WORLD, &req[n++]);
         MPI_Isend(f->u + plane * f->nz, (int)plane, MPI_DOUBLE, rank + 1, 1, MPI_COMM_WORLD, &req[n++]);
         (*sent)++;
         *crossing += remote[rank + 1];
