@@ -129,6 +129,10 @@ def test_tiny_study_end_to_end(tmp_path):
                  "hvOvhLatBridgeOpenmpiNet", "hvOvhLatVmOpenmpiNet", "hvAccelVm"):
         assert f"\\{name}}}" in numbers, name
     assert (work / "paper/figures/datapaths.pdf").exists()
+    assert (work / "paper/figures/placement.pdf").exists()
+    for name in ("hvPlaceShareBridgeOpenmpiMixed", "hvPlaceStepVmOpenmpiInterNode",
+                 "hvPlaceRatioVmOpenmpiInterNodeVsBridge", "hvPlaceRatioVmOpenmpiIntraNodeVsBridge"):
+        assert f"\\{name}}}" in numbers, name
 
     # every configuration produced parsed rows; nothing rejected
     res = work / "data/results" / campaign
@@ -140,6 +144,12 @@ def test_tiny_study_end_to_end(tmp_path):
         assert set(vm["run_id"].str.split("/").str[1]) == {testbed}
         if testbed == "vm":
             assert vm["virtualization"].isin(["qemu-kvm", "qemu-tcg"]).all()  # the accelerator, on every row
+    # placement: the benchmark counted the messages the placement implies, and verified its result
+    for testbed in ("bridge", "vm"):
+        adv = pd.read_csv(res / testbed / "tidy.csv").query("benchmark == 'advect'")
+        share = adv[adv.metric == "network_share"].set_index("placement")["value"]
+        assert share.to_dict() == pytest.approx({"intra-node": 0.0, "mixed": 1 / 3, "inter-node": 1.0})
+        assert adv["verified"].all()
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
     assert set(tidy["benchmark"]) == {"netpipe", "qperf"}

@@ -23,3 +23,14 @@ rule figure_datapaths:
         latency_bytes=STUDY.get("paper", {}).get("latency_bytes", 8),
     notebook:
         "../../notebooks/02-datapaths.ipynb"
+
+
+rule figure_placement:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/placement.pdf",
+    log:
+        notebook="logs/notebooks/03-placement.ipynb",
+    notebook:
+        "../../notebooks/03-placement.ipynb"

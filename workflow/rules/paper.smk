@@ -18,6 +18,7 @@ rule numbers:
         numbers="paper/generated/numbers.tex",
         table="paper/generated/results_table.tex",
         overheads="paper/generated/overheads_table.tex",
+        placement="paper/generated/placement_table.tex",
     log:
         "logs/paper/numbers.log",
     script:
@@ -47,8 +48,13 @@ rule paper:
         numbers="paper/generated/numbers.tex",
         results_table="paper/generated/results_table.tex",
         overheads_table="paper/generated/overheads_table.tex",
+        placement_table="paper/generated/placement_table.tex",
         reference_table="paper/generated/reference_table.tex",
-        figures=["paper/figures/pingpong.pdf", "paper/figures/datapaths.pdf"],
+        figures=[
+            "paper/figures/pingpong.pdf",
+            "paper/figures/datapaths.pdf",
+            "paper/figures/placement.pdf",
+        ],
     output:
         pdf="paper/main.pdf",
     log:

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from hpcvirt.atomic import write_text
-from hpcvirt.paper import numbers_tex, overheads_tex, results_table_tex
+from hpcvirt.paper import numbers_tex, overheads_tex, placement_tex, results_table_tex
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -23,10 +23,12 @@ with open(snakemake.log[0], "w") as log:
     )
     latency_bytes = snakemake.config.get("paper", {}).get("latency_bytes", 8)
     ovh_macros, ovh_table = overheads_tex(tidy, latency_bytes=latency_bytes)
+    place_macros, place_table = placement_tex(summary, tidy)
     write_text(
         snakemake.output.numbers,
-        numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts) + ovh_macros,
+        numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts) + ovh_macros + place_macros,
     )
     write_text(snakemake.output.overheads, ovh_table)
+    write_text(snakemake.output.placement, place_table)
     write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))
     print("written", file=log)

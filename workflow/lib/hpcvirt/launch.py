@@ -223,7 +223,8 @@ def advect_launch(c: Configuration, tb: dict, bed=None) -> Launch:
         mpi=s["mpi"],
         interconnect="shm" if nodes == 1 else ("shm+net" if tb["kind"] == "native" else "shm+tcp"),
         expected={"ranks": ranks, "steps": s["steps"], "messages": messages, "messages_network": network,
-                  "placement": placement_label(ranks, block), "block": block},
+                  "placement": placement_label(ranks, block), "block": block, "variant": f"{block} per block",
+                  "warmup": f"{s['warmup']} untimed steps"},
     )
 
 

@@ -22,12 +22,12 @@ The output is one ``key value...`` per line (rank 0 only)::
 
 Emitted metrics (``msg_bytes`` = the halo message size):
 
-``run_time`` (s)            slowest rank's timed steps
-``compute_time`` (s)        slowest rank's stencil updates
-``comm_time`` (s)           slowest rank's halo exchanges
-``messages`` (count)        halo messages sent in the timed steps
-``messages_network`` (count) those sent to a rank on another node
-``network_share`` (fraction) messages_network / messages
+``time_per_step`` (us)        slowest rank's timed steps / steps
+``compute_per_step`` (us)     slowest rank's stencil updates / steps
+``comm_per_step`` (us)        slowest rank's halo exchanges / steps
+``messages`` (count)          halo messages sent in the timed steps
+``messages_network`` (count)  those sent to a rank on another node
+``network_share`` (fraction)  messages_network / messages
 
 ParseError for: launcher/MPI errors, a missing ``end`` (truncated), a failed
 verification, and -- with ``expected`` from the launch -- a different rank
@@ -93,10 +93,13 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     verified = True if verification == "SUCCESSFUL" else None
     common = dict(msg_bytes=int(v["halo_bytes"]), iteration_count=steps, ranks=ranks, verified=verified)
     share = v["messages_network"] / v["messages"] if v["messages"] else 0.0
+    if steps < 1:
+        raise ParseError(path, f"steps = {steps}: nothing was timed")
+    us = 1e6 / steps
     return [
-        Measurement("advect", "run_time", "s", v["time_total_s"], **common),
-        Measurement("advect", "compute_time", "s", compute, **common),
-        Measurement("advect", "comm_time", "s", comm, **common),
+        Measurement("advect", "time_per_step", "us", v["time_total_s"] * us, **common),
+        Measurement("advect", "compute_per_step", "us", compute * us, **common),
+        Measurement("advect", "comm_per_step", "us", comm * us, **common),
         Measurement("advect", "messages", "count", v["messages"], **common),
         Measurement("advect", "messages_network", "count", v["messages_network"], **common),
         Measurement("advect", "network_share", "fraction", share, **common),
