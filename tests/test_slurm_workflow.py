@@ -137,7 +137,7 @@ def test_example_site_sbatch_resources(tmp_path):
     assert dry.returncode == 0, listing
     study = study_of(work, campaign, "example-site")
     n = len(matrix.all_raw_paths(study))
-    assert n == 8  # 2 MPIs x 3 paths + 2 qperf tests, 1 repetition
+    assert n == 11  # 2 MPIs x 3 paths + 2 qperf tests + 3 placements, 1 repetition
     assert listing.count("Group job example-site.n2 ") == 1, listing
     assert re.search(rf"^measure\s+{n}$", listing, re.M), listing
 
@@ -157,7 +157,7 @@ def test_example_site_sbatch_resources(tmp_path):
         f"-C {tb['slurm']['constraint']}",
         f"--qos={tb['slurm']['qos']}",
         "--nodes=2",
-        "--ntasks-per-node=2",
+        "--ntasks-per-node=4",  # the intra-node placement puts all 4 ranks on one node
         "--cpus-per-task=1",
         "--exclusive",
         "--mem 1000",

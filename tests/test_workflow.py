@@ -203,6 +203,8 @@ def test_slurm_dry_run_shows_site_resources():
     assert "Group job example-site.n2" in res.stdout
     lines = [ln for ln in res.stdout.splitlines() if "slurm_partition=" in ln]
     assert lines, res.stdout
-    for needle in ("slurm_partition=compute", "slurm_account=myproject", "nodes=2", "tasks_per_node=2",
+    # 4 tasks per node: the placement experiment's intra-node run puts all 4 ranks on one node
+    assert "advect" in res.stdout
+    for needle in ("slurm_partition=compute", "slurm_account=myproject", "nodes=2", "tasks_per_node=4",
                    "qos=normal", "constraint=ethernet", "slurm_extra=--exclusive"):
         assert needle in lines[0], lines[0]

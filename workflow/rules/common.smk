@@ -68,11 +68,22 @@ def measurement_group(wildcards):
     return slurm.group(_testbed(wildcards), wildcards.benchmark)
 
 
+def _placement_ranks(testbed):
+    """Ranks of the placement experiment if this testbed runs it."""
+    pl = STUDY["experiments"].get("placement", {})
+    offered = STUDY["placement_offers"].get(testbed)
+    return pl["ranks"] if pl.get("enabled") and offered else None
+
+
 def measurement_slurm(key):
     """One sbatch resource of a measurement (see hpcvirt.slurm); None = unset."""
 
     def value(wildcards):
-        return slurm.resources(_testbed(wildcards), wildcards.benchmark).get(key)
+        return slurm.resources(
+            _testbed(wildcards),
+            wildcards.benchmark,
+            _placement_ranks(wildcards.testbed),
+        ).get(key)
 
     return value
 

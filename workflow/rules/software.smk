@@ -63,6 +63,8 @@ rule build_advect:
     wildcard_constraints:
         mpi="openmpi|mpich",
     priority: 1000000
+    # compiled where the workflow runs (a cluster's login node), never as a batch job
+    localrule: True
     message:
         "compile the placement benchmark for {wildcards.mpi} ({output.binary})"
     shell:

@@ -51,11 +51,16 @@ def _launcher_names(tb: dict) -> str:
     return "+".join(names) or "srun"
 
 
-def allocation(tb: dict) -> dict:
-    """The allocation shape of one measurement on testbed ``tb``."""
+def allocation(tb: dict, placement_ranks: int | None = None) -> dict:
+    """The allocation shape of one measurement on testbed ``tb``.  With the
+    placement experiment (``placement_ranks`` ranks) every node must be able
+    to hold all of them (the intra-node placement), and all measurements of
+    a testbed share one shape (they share group jobs)."""
     nodes = max(1, min(int(tb["nodes"]), PINGPONG_MAX_NODES))
     if nodes == 1:
         shape = {"nodes": 1, "tasks": PINGPONG_RANKS}
+    elif placement_ranks:
+        shape = {"nodes": int(tb["nodes"]), "tasks_per_node": max(int(placement_ranks), 2)}
     else:
         per_node = min(PINGPONG_RANKS, int(tb.get("ranks_per_node", 1)))
         # the executor rejects tasks_per_node <= 1 for MPI jobs: use tasks then
@@ -68,7 +73,7 @@ def allocation(tb: dict) -> dict:
     return shape
 
 
-def resources(tb: dict, benchmark: str) -> dict:
+def resources(tb: dict, benchmark: str, placement_ranks: int | None = None) -> dict:
     """sbatch resources for one measurement on testbed ``tb``.
 
     ``runtime`` (minutes) is the wall-time limit of one measurement; a group
@@ -86,7 +91,7 @@ def resources(tb: dict, benchmark: str) -> dict:
         out["constraint"] = s["constraint"]
     if s.get("qos"):
         out["qos"] = s["qos"]
-    out.update(allocation(tb))
+    out.update(allocation(tb, placement_ranks))
     return out
 
 
