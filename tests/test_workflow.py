@@ -201,7 +201,8 @@ def test_slurm_dry_run_shows_site_resources():
         "--config", "campaign=site-dry", "testbeds=[example-site]", "repetitions=1",
     )
     assert "Group job example-site.n2" in res.stdout
-    lines = [ln for ln in res.stdout.splitlines() if "slurm_partition=" in ln]
+    # the measurements' resources (the local build_advect job only shows the profile's defaults)
+    lines = [ln for ln in res.stdout.splitlines() if "slurm_partition=" in ln and "benchmark=1" in ln]
     assert lines, res.stdout
     # 4 tasks per node: the placement experiment's intra-node run puts all 4 ranks on one node
     assert "advect" in res.stdout
