@@ -5,10 +5,14 @@ NetPIPE prints one line per message size on the transmitting rank::
       5:       8 bytes  14832 times -->     17.92 Mbps in       3.41 usec
 
 ``usec`` is the one-way time (half of the round trip) of the best of
-NetPIPE's trials for that size; ``Mbps`` is size / that time in 10^6 bit/s.
-``times`` is the number of ping-pongs per trial, which NetPIPE chose
-itself.  Each line gives two measurements: ``latency`` (us) and
-``bandwidth`` (Mbit/s), with ``iteration_count`` = times.
+NetPIPE's trials for that size; ``Mbps`` is size / that time in units of
+2^20 bit/s (NetPIPE divides by 1024 * 1024: every captured line has
+Mbps = 8 * bytes / usec / 1.048576).  ``times`` is the number of ping-pongs
+per trial, which NetPIPE chose itself.  Each line gives two measurements:
+``latency`` (us) and ``bandwidth`` in Mbit/s = 10^6 bit/s: NetPIPE's value
+times 1.048576, or 8 * bytes / usec where the time has more significant
+digits than the printed bandwidth (slow links; NetPIPE even prints
+``0.00 Mbps`` when the value rounds to zero), with ``iteration_count`` = times.
 
 ParseError is raised for an empty output, a launcher/MPI error, a line that
 looks like a result but does not parse (a cut line), sizes that do not
@@ -27,6 +31,9 @@ LINE_RE = re.compile(
     r"^\s*(?P<idx>\d+):\s+(?P<bytes>\d+) bytes\s+(?P<times>\d+) times -->\s+"
     r"(?P<mbps>\d+(?:\.\d+)?) Mbps in\s+(?P<usec>\d+(?:\.\d+)?) usec\s*$"
 )
+# NetPIPE prints bandwidth in 2^20 bit/s; the tidy unit Mbit/s is 10^6 bit/s.
+MIBIT_PER_MBIT = 1.048576
+
 # Anything starting like a result line must match LINE_RE completely.
 RESULT_START_RE = re.compile(r"^\s*\d+:\s+\d+ bytes")
 
@@ -49,10 +56,15 @@ def parse(path, *, expected_max_bytes: int | None = None, benchmark: str = "netp
         last = size
         times = int(m["times"])
         usec, mbps = float(m["usec"]), float(m["mbps"])
-        if usec <= 0 or mbps <= 0:
-            raise ParseError(path, f"line {lineno}: non-positive result {line.strip()!r}")
+        if usec <= 0:
+            raise ParseError(path, f"line {lineno}: non-positive time {line.strip()!r}")
+        # NetPIPE's Mbps are 2^20 bit/s.  Both numbers are printed with two
+        # decimals: take the bandwidth from whichever has more significant
+        # digits (Mbps for fast small messages, the time for slow ones,
+        # e.g. "0.05 Mbps in 300.14 usec" or "0.00 Mbps" under emulation).
+        mbit_s = mbps * MIBIT_PER_MBIT if mbps >= usec else 8 * size / usec
         out.append(Measurement(benchmark, "latency", "us", usec, msg_bytes=size, iteration_count=times))
-        out.append(Measurement(benchmark, "bandwidth", "Mbit/s", mbps, msg_bytes=size, iteration_count=times))
+        out.append(Measurement(benchmark, "bandwidth", "Mbit/s", mbit_s, msg_bytes=size, iteration_count=times))
     if not out:
         raise ParseError(path, "no NetPIPE result lines: the run did not reach its main loop")
     if not text.endswith("\n") and RESULT_START_RE.match(lines[-1]):
