@@ -194,6 +194,18 @@ def test_tiny_study_end_to_end(tmp_path):
     assert str(victim.relative_to(work)) in res3.stdout
 
 
+@pytest.mark.parametrize("figure", ["pingpong", "datapaths", "placement"])
+def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
+    """In a fresh clone (nothing under .hpcvirt/, no outputs), a figure of
+    the committed archive is drawn from its raw outputs: no measurement and
+    no job whose output would make a measurement look outdated."""
+    work = fresh_copy(tmp_path / "repo")
+    res = snakemake(*PROFILE, "-n", f"paper/figures/{figure}.pdf", cwd=work)
+    jobs = re.findall(r"^(\w+)\s+\d+$", res.stdout.split("Job stats:")[1].split("Reasons")[0], re.M)
+    assert set(jobs) <= {"parse", "aggregate", f"figure_{figure}", "total"}, res.stdout[-3000:]
+    assert "measure" not in res.stdout.split("Job stats:")[1]
+
+
 def test_slurm_dry_run_shows_site_resources():
     """`snakemake -n` with the Slurm profile shows what a real cluster's sbatch would receive."""
     res = snakemake(
@@ -201,7 +213,7 @@ def test_slurm_dry_run_shows_site_resources():
         "--config", "campaign=site-dry", "testbeds=[example-site]", "repetitions=1",
     )
     assert "Group job example-site.n2" in res.stdout
-    # the measurements' resources (the local build_advect job only shows the profile's defaults)
+    # the measurements' resources (other jobs only show the profile's defaults)
     lines = [ln for ln in res.stdout.splitlines() if "slurm_partition=" in ln and "benchmark=1" in ln]
     assert lines, res.stdout
     # 4 tasks per node: the placement experiment's intra-node run puts all 4 ranks on one node

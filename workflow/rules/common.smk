@@ -98,17 +98,6 @@ def measurement_preflight(wildcards):
     return ancient(f"data/raw/{wildcards.campaign}/{wildcards.testbed}/preflight.json")
 
 
-def measurement_binary(wildcards):
-    """A host-side benchmark the workflow builds (rule build_advect) before
-    the measurement that runs it; guests get theirs from the guest image."""
-    if wildcards.benchmark != "advect":
-        return []
-    c = matrix.find(STUDY, wildcards.testbed, wildcards.benchmark, wildcards.params)
-    binary = _testbed(wildcards)["mpi"][c.settings["mpi"]]["advect"]["binary"]
-    # ancient(): a rebuilt binary must not make archived measurements look outdated
-    return [ancient(binary)] if binary.startswith(".hpcvirt/bin/") else []
-
-
 def round_outputs(testbed, ext):
     """Raw outputs of one round of a qemu testbed (wildcards: campaign, rep)."""
     study = dict(STUDY, testbeds=[testbed])

@@ -5,7 +5,6 @@
 rule measure:
     input:
         preflight=measurement_preflight,
-        binary=measurement_binary,
     output:
         raw=protected(
             "data/raw/{campaign}/{testbed}/{benchmark}/{params}/rep-{rep}.out"

@@ -1,5 +1,7 @@
-# Software stacks: container images, the placement benchmark and the
-# per-testbed preflight check.
+# Software stacks: container images and the per-testbed preflight check.
+# (The placement benchmark is compiled by the measurement that first needs
+# it, see hpcvirt.measure.ensure_binary: as a rule output it would make the
+# archived measurements look outdated in every fresh clone.)
 #
 # The offline image is a workflow product, not a committed file: a fresh
 # machine builds it by running the rule (bit-reproducible for a fixed mirror
@@ -50,22 +52,3 @@ rule preflight:
         "preflight {wildcards.testbed}: host vs image MPI/PMIx/UCX, 2-rank wire-up through the container"
     script:
         "../scripts/preflight.py"
-
-
-rule build_advect:
-    input:
-        src="workflow/src/advect.c",
-        script="workflow/scripts/build-advect.sh",
-    output:
-        binary=".hpcvirt/bin/advect-{mpi}",
-    log:
-        "logs/software/build-advect-{mpi}.log",
-    wildcard_constraints:
-        mpi="openmpi|mpich",
-    priority: 1000000
-    # compiled where the workflow runs (a cluster's login node), never as a batch job
-    localrule: True
-    message:
-        "compile the placement benchmark for {wildcards.mpi} ({output.binary})"
-    shell:
-        "{input.script} {wildcards.mpi} {output.binary} > {log} 2>&1"

@@ -10,8 +10,10 @@ that file and ends with the last lines it printed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,8 +44,6 @@ def virtualization_of(tb: dict, bed=None) -> str:
 
 def bed_tag(*parts) -> str:
     """A short tag (``^[a-z0-9]{8}$``) naming the namespaces/guests of one run."""
-    import hashlib
-
     return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8]
 
 
@@ -93,6 +93,33 @@ def wrapped_argv(spec_path: str, out_path: str, status_path: str, isolation: str
     return runner
 
 
+BUILT_BINARY = re.compile(r"^\.hpcvirt/bin/advect-(openmpi|mpich)$")
+
+
+def ensure_binary(tb: dict, c: Configuration) -> dict | None:
+    """Compile the placement benchmark for the host if the testbed runs the
+    workflow's own build (``.hpcvirt/bin/advect-<mpi>``) and it is missing or
+    older than its source; return its path and sha256 for the provenance.
+    (Guests carry their own build in the guest image.)"""
+    if c.benchmark != "advect":
+        return None
+    binary = tb["mpi"][c.settings["mpi"]]["advect"]["binary"]
+    m = BUILT_BINARY.match(binary)
+    if not m:
+        return {"path": binary}
+    from .config import REPO_ROOT
+
+    out = REPO_ROOT / binary
+    script = REPO_ROOT / "workflow" / "scripts" / "build-advect.sh"
+    src = REPO_ROOT / "workflow" / "src" / "advect.c"
+    if not out.exists() or out.stat().st_mtime < max(src.stat().st_mtime, script.stat().st_mtime):
+        cp = subprocess.run([str(script), m.group(1), str(out)], capture_output=True, text=True, timeout=300)
+        if cp.returncode != 0:
+            raise MeasurementError(f"could not build the placement benchmark {binary}:\n{cp.stderr[-2000:]}")
+        print(cp.stdout.strip(), file=sys.stderr)
+    return {"path": binary, "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+
+
 def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str,
                     bed=None) -> dict:
     if tb["kind"] == "netns-bridge" and bed is None:
@@ -102,11 +129,14 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
         with NetnsBridge(bed_tag(study["campaign"], c.key, rep), hosts=tb["nodes"],
                          subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500)) as bed:
             return run_measurement(study, tb, c, rep, raw_out, prov_out, bed=bed)
+    binary = ensure_binary(tb, c)
     launch = launch_mod.build(c, tb, bed)
     timeout = int(study.get("timeout_s", 300))
     raw_out_p = Path(raw_out)
     raw_out_p.parent.mkdir(parents=True, exist_ok=True)
     ctx = context_for(study, tb, c, rep, launch, raw_out, bed)
+    if binary:
+        ctx["benchmark_binary"] = binary
     digest = provenance.config_hash(study, tb)
     with tempfile.TemporaryDirectory(prefix="hpcvirt-") as tmp:
         spec = {**launch.to_dict(), "timeout_s": timeout}
