@@ -138,3 +138,32 @@ def test_summary_and_macros():
     # no placement in a campaign: no macros, and the table says so
     none_macros, none_table = placement_tex(summary[summary.benchmark != "advect"], tidy)
     assert none_macros == "" and "no placement runs" in none_table
+
+
+@pytest.mark.skipif(not Path("/usr/bin/mpicc.openmpi").exists(), reason="needs Open MPI's compiler wrapper")
+def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    from hpcvirt import config as hconfig
+    from hpcvirt.measure import ensure_binary
+
+    for rel in ("workflow/src/advect.c", "workflow/scripts/build-advect.sh"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, tmp_path / rel)
+    monkeypatch.setattr(hconfig, "REPO_ROOT", tmp_path)
+    study, tbs = _study()
+    c = _advect(study, "bridge")[0]
+    out = tmp_path / ".hpcvirt/bin/advect-openmpi"
+    first = ensure_binary(tbs["bridge"], c)
+    assert out.exists() and first["path"] == ".hpcvirt/bin/advect-openmpi" and len(first["sha256"]) == 64
+    mtime = out.stat().st_mtime_ns
+    assert ensure_binary(tbs["bridge"], c) == first and out.stat().st_mtime_ns == mtime  # reused
+    src = tmp_path / "workflow/src/advect.c"
+    os.utime(src, ns=(mtime + 10**9, mtime + 10**9))
+    ensure_binary(tbs["bridge"], c)
+    assert out.stat().st_mtime_ns > mtime  # rebuilt after the source changed
+    # guests bring their own build; other benchmarks need none
+    assert ensure_binary(tbs["vm"], _advect(study, "vm")[0]) == {"path": "/usr/local/bin/hpcvirt-advect-openmpi"}
+    pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe")
+    assert ensure_binary(tbs[pp.testbed], pp) is None

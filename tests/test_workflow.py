@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -200,6 +201,10 @@ def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
     the committed archive is drawn from its raw outputs: no measurement and
     no job whose output would make a measurement look outdated."""
     work = fresh_copy(tmp_path / "repo")
+    # modification times as a git checkout leaves them: increasing in path order
+    t0 = time.time_ns()
+    for i, f in enumerate(sorted(p for p in work.rglob("*") if p.is_file() and ".git" not in p.parts)):
+        os.utime(f, ns=(t0 + i * 1_000_000, t0 + i * 1_000_000))
     res = snakemake(*PROFILE, "-n", f"paper/figures/{figure}.pdf", cwd=work)
     jobs = re.findall(r"^(\w+)\s+\d+$", res.stdout.split("Job stats:")[1].split("Reasons")[0], re.M)
     assert set(jobs) <= {"parse", "aggregate", f"figure_{figure}", "total"}, res.stdout[-3000:]
