@@ -145,13 +145,12 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
     import os
     import shutil
 
-    from hpcvirt import config as hconfig
     from hpcvirt.measure import ensure_binary
 
     for rel in ("workflow/src/advect.c", "workflow/scripts/build-advect.sh"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
-    monkeypatch.setattr(hconfig, "REPO_ROOT", tmp_path)
+    monkeypatch.chdir(tmp_path)  # jobs run in the workflow's working directory
     study, tbs = _study()
     c = _advect(study, "bridge")[0]
     out = tmp_path / ".hpcvirt/bin/advect-openmpi"

@@ -107,13 +107,13 @@ def ensure_binary(tb: dict, c: Configuration) -> dict | None:
     m = BUILT_BINARY.match(binary)
     if not m:
         return {"path": binary}
-    from .config import REPO_ROOT
-
-    out = REPO_ROOT / binary
-    script = REPO_ROOT / "workflow" / "scripts" / "build-advect.sh"
-    src = REPO_ROOT / "workflow" / "src" / "advect.c"
+    # relative to the workflow's working directory, where every job runs and
+    # where the launch finds the binary (like launch.RANK0_STDOUT)
+    out = Path(binary)
+    script = Path("workflow/scripts/build-advect.sh")
+    src = Path("workflow/src/advect.c")
     if not out.exists() or out.stat().st_mtime < max(src.stat().st_mtime, script.stat().st_mtime):
-        cp = subprocess.run([str(script), m.group(1), str(out)], capture_output=True, text=True, timeout=300)
+        cp = subprocess.run([f"./{script}", m.group(1), str(out)], capture_output=True, text=True, timeout=300)
         if cp.returncode != 0:
             raise MeasurementError(f"could not build the placement benchmark {binary}:\n{cp.stderr[-2000:]}")
         print(cp.stdout.strip(), file=sys.stderr)
