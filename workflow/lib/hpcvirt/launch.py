@@ -89,11 +89,6 @@ def _netpipe_launch(s: dict, argv: list[str], env: dict, isolation: str, ranks: 
     )
 
 
-def _rank_hosts(hosts: list[str], nodes: int, ranks: int) -> list[str]:
-    """intra-node: both ranks on the first host; inter-node: one per host."""
-    return [hosts[0]] * ranks if nodes == 1 else [hosts[i % len(hosts)] for i in range(ranks)]
-
-
 def _netpipe_on_bed(c: Configuration, tb: dict, bed, ranks: int, nodes: int) -> Launch:
     """NetPIPE across the hosts of a netns-bridge testbed or the guests of a
     qemu testbed; the launcher runs inside the first host/guest."""
@@ -104,10 +99,10 @@ def _netpipe_on_bed(c: Configuration, tb: dict, bed, ranks: int, nodes: int) -> 
     transport = "default" if s["path"] == "shm" else "tcp"
     bench = _netpipe_args(s, mpi["netpipe"])
     if tb["kind"] == "netns-bridge":
-        hosts = _rank_hosts(bed.hosts, nodes, ranks)
+        hosts = plane_hosts(bed.hosts, ranks, ranks if nodes == 1 else 1)
         argv = bed.launcher_argv(s["mpi"], hosts, ranks=ranks, transport=transport) + [RANK0_STDOUT] + bench
     else:  # qemu: run the launcher inside guest 0
-        hosts = _rank_hosts(bed.guests, nodes, ranks)
+        hosts = plane_hosts(bed.guests, ranks, ranks if nodes == 1 else 1)
         argv = bed.argv(0, bed.mpi_argv(s["mpi"], hosts, ranks=ranks, transport=transport) + RANK0_INLINE + bench)
     # isolation none: the testbed's own namespaces isolate it
     return _netpipe_launch(s, argv, {}, "none", ranks, nodes)
