@@ -94,7 +94,7 @@ BAD_TESTBED = [
     (lambda t: t.update(name="other"), ["name", "must equal the file name"]),
     (lambda t: t["mpi"].pop("mpich"), ["experiments.pingpong: mpich over path 'shm' is offered by none"]),
     (lambda t: t["mpi"]["openmpi"]["paths"].pop("tcp"), ["openmpi over path 'tcp' is offered by none", "openmpi/shm"]),
-    (lambda t: t["mpi"]["openmpi"].pop("launcher"), ["mpi.openmpi.launcher", "required for kind 'native'"]),
+    (lambda t: t["mpi"]["openmpi"].pop("launcher"), ["mpi.openmpi", "'launcher' is a required property"]),
     (lambda t: t.update(runtime={"kind": "charliecloud"}), ["runtime.image", "required"]),
     (lambda t: t.update(ranks_per_node=0), ["ranks_per_node", "minimum"]),
     # a native cluster places the ranks of the placement runs with launcher arguments

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt import containers as hc
+from hpcvirt import runtime, stack
 from hpcvirt.config import ConfigError, load_study, load_schema, validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def test_local_container_testbed_matches_local_except_runtime():
     assert cont["runtime"]["stack"] == "debian-bookworm-offline"
     assert cont["mpi"] == local["mpi"]  # same MPI settings: only the per-rank wrapper differs
     # MPICH's hydra needs an explicit peer-group size for ch-run --join
-    assert hc.container_prefix(cont["runtime"])[:2] == ["ch-run", "--join-ct=2"]
+    assert runtime.container_prefix(cont["runtime"])[:2] == ["ch-run", "--join-ct=2"]
 
 
 @pytest.mark.parametrize(
@@ -90,30 +90,30 @@ def test_runtime_schema_is_strict(key, value, needle):
 
 
 def test_runtime_provenance(tmp_path):
-    assert hc.runtime_provenance({"kind": "none"}) == {"stack": "host", "image": "", "image_digest": "",
+    assert stack.runtime_provenance({"kind": "none"}) == {"stack": "host", "image": "", "image_digest": "",
                                                        "spack_lock": ""}
     img = tmp_path / "img.sqfs"
     img.write_bytes(b"x" * 100)
     lock = tmp_path / "spack.lock"
     lock.write_text("{}")
-    prov = hc.runtime_provenance({"kind": "charliecloud", "image": str(img), "stack": "s1",
+    prov = stack.runtime_provenance({"kind": "charliecloud", "image": str(img), "stack": "s1",
                                   "spack_lock": str(lock)})
-    assert prov["image_digest"] == hc.image_digest(img)
-    assert prov["spack_lock"] == hc.image_digest(lock) and prov["stack"] == "s1"
+    assert prov["image_digest"] == stack.image_digest(img)
+    assert prov["spack_lock"] == stack.image_digest(lock) and prov["stack"] == "s1"
     with pytest.raises(FileNotFoundError):
-        hc.runtime_provenance({"kind": "charliecloud", "image": str(tmp_path / "nope")})
+        stack.runtime_provenance({"kind": "charliecloud", "image": str(tmp_path / "nope")})
 
 
 def test_verify_image_checks_the_sidecar(tmp_path):
     img = tmp_path / "img.sqfs"
     img.write_bytes(b"y" * 10)
-    (tmp_path / "img.sqfs.sha256").write_text(f"{hc.image_digest(img)}  img.sqfs\n")
-    assert hc.verify_image(img)["image_digest"] == hc.image_digest(img)
+    (tmp_path / "img.sqfs.sha256").write_text(f"{stack.image_digest(img)}  img.sqfs\n")
+    assert stack.verify_image(img)["image_digest"] == stack.image_digest(img)
     img.write_bytes(b"z" * 10)
-    with pytest.raises(hc.PreflightError, match="changed after it was built"):
-        hc.verify_image(img)
-    with pytest.raises(hc.PreflightError, match="does not exist"):
-        hc.verify_image(tmp_path / "missing.sqfs")
+    with pytest.raises(stack.PreflightError, match="changed after it was built"):
+        stack.verify_image(img)
+    with pytest.raises(stack.PreflightError, match="does not exist"):
+        stack.verify_image(tmp_path / "missing.sqfs")
 
 
 def test_dry_run_builds_image_then_preflight_before_measurements(tmp_path):
@@ -169,7 +169,7 @@ def test_tiny_study_through_the_image(tmp_path):
     # the preflight record: digest (matching the build's sidecar), stack, versions, wire-ups
     pf = json.loads((work / f"data/raw/{campaign}/local-container/preflight.json").read_text())
     sidecar = (work / (IMAGE + ".sha256")).read_text().split()[0]
-    assert pf["ok"] and pf["image_digest"] == sidecar == hc.image_digest(work / IMAGE)
+    assert pf["ok"] and pf["image_digest"] == sidecar == stack.image_digest(work / IMAGE)
     assert pf["stack"] == "debian-bookworm-offline"
     for mpi in ("openmpi", "mpich"):
         host, image = pf["stacks"][mpi]["host"], pf["stacks"][mpi]["container"]
@@ -249,7 +249,7 @@ def test_preflight_rejects_an_image_with_another_open_mpi(tmp_path, other_openmp
                     "config/tiny.yaml", "mismatch-study.yaml", cwd=work, timeout=600, check=False)
     out = res.stdout + res.stderr
     assert res.returncode != 0, out
-    host = hc.mpi_identity((), "openmpi")["version"]
+    host = stack.mpi_identity((), "openmpi")["version"]
     assert host and f"MPI mismatch: host {host}" in out, out
     assert "container 5." in out, out  # the image's Open MPI 5.x is named
     assert "preflight of testbed local-mismatch failed" in out, out

@@ -1,4 +1,4 @@
-"""hpcvirt.containers: per-rank wrappers, preflight version checks, digests,
+"""hpcvirt.runtime, .stack and .preflight: per-rank wrappers, preflight version checks, digests,
 and (e2e) a real 2-rank MPI wire-up through the offline image."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcvirt import containers as hc
-from hpcvirt.containers import PreflightError, check_match, container_prefix
+from hpcvirt import preflight, runtime, stack
+from hpcvirt.runtime import container_prefix
+from hpcvirt.stack import PreflightError, check_match
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE_IMAGE = Path(os.environ.get("HPCVIRT_OFFLINE_IMAGE", ROOT / ".hpcvirt" / "images" / "offline.sqfs"))
@@ -65,10 +66,10 @@ def test_prefix_errors():
 
 
 def test_launch_env_sets_user_for_charliecloud():
-    add = hc.launch_env({"kind": "charliecloud", "image": "/i"}, environ={})
+    add = runtime.launch_env({"kind": "charliecloud", "image": "/i"}, environ={})
     assert add.get("USER")
-    assert "USER" not in hc.launch_env({"kind": "charliecloud"}, environ={"USER": "me"})
-    assert "USER" not in hc.launch_env({"kind": "none"}, environ={})
+    assert "USER" not in runtime.launch_env({"kind": "charliecloud"}, environ={"USER": "me"})
+    assert "USER" not in runtime.launch_env({"kind": "none"}, environ={})
 
 
 # --------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def test_probes_parse_tool_output_through_prefix():
         ("ucx_info", "-v"): "# Library version: 1.18.1\n# Library path: /x\n",
     })
     prefix = ["apptainer", "exec", "/i.sif"]
-    ident = hc.stack_identity(prefix, runner=run)
+    ident = stack.stack_identity(prefix, runner=run)
     assert ident == {"mpi_impl": "openmpi", "mpi_version": "4.1.8", "pmix_version": "4.2.9",
                      "ucx_version": "1.18.1"}
     assert all(call[:3] == prefix for call in run.calls)
@@ -153,13 +154,13 @@ def test_probes_fall_back_to_dpkg():
         ("ucx_info", "-v"): None,
         ("libucx0",): "1.13.1-1",
     })
-    ident = hc.stack_identity((), "mpich", runner=run)
+    ident = stack.stack_identity((), "mpich", runner=run)
     assert ident == {"mpi_impl": "mpich", "mpi_version": "4.0.2", "pmix_version": "4.2.2",
                      "ucx_version": "1.13.1"}
 
 
 def test_parse_ucx_old_format():
-    assert hc.parse_ucx_info("# Version 1.13.1\n# Git branch ''\n") == "1.13.1"
+    assert stack.parse_ucx_info("# Version 1.13.1\n# Git branch ''\n") == "1.13.1"
 
 
 def test_preflight_with_fake_runner_raises_on_mismatch():
@@ -178,7 +179,7 @@ def test_preflight_with_fake_runner_raises_on_mismatch():
         return subprocess.CompletedProcess(argv, 1, "", "")
 
     with pytest.raises(PreflightError, match=r"MPI mismatch: host 4\.1\.4 .* container 5\.0\.7"):
-        hc.preflight({"kind": "apptainer", "image": "/nonexistent.sif"}, runner=run)
+        preflight.preflight({"kind": "apptainer", "image": "/nonexistent.sif"}, runner=run)
 
 
 # --------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def test_preflight_with_fake_runner_raises_on_mismatch():
 def test_image_digest_file(tmp_path):
     f = tmp_path / "img.sqfs"
     f.write_bytes(b"hpcvirt" * 1000)
-    assert hc.image_digest(f) == "sha256:" + hashlib.sha256(b"hpcvirt" * 1000).hexdigest()
+    assert stack.image_digest(f) == "sha256:" + hashlib.sha256(b"hpcvirt" * 1000).hexdigest()
 
 
 def test_image_digest_directory_ignores_mtime(tmp_path):
@@ -197,16 +198,16 @@ def test_image_digest_directory_ignores_mtime(tmp_path):
     (d / "bin").mkdir(parents=True)
     (d / "bin" / "x").write_text("a")
     (d / "lnk").symlink_to("bin/x")
-    first = hc.image_digest(d)
+    first = stack.image_digest(d)
     os.utime(d / "bin" / "x", (0, 0))
-    assert hc.image_digest(d) == first
+    assert stack.image_digest(d) == first
     (d / "bin" / "x").write_text("b")
-    assert hc.image_digest(d) != first
+    assert stack.image_digest(d) != first
 
 
 def test_image_digest_missing(tmp_path):
     with pytest.raises(FileNotFoundError):
-        hc.image_digest(tmp_path / "nope")
+        stack.image_digest(tmp_path / "nope")
 
 
 # --------------------------------------------------------------------------
@@ -224,7 +225,7 @@ e2e_skip = pytest.mark.skipif(
 @pytest.mark.e2e
 @e2e_skip
 def test_e2e_preflight_offline_image():
-    record = hc.preflight({"kind": "charliecloud", "image": str(OFFLINE_IMAGE)})
+    record = preflight.preflight({"kind": "charliecloud", "image": str(OFFLINE_IMAGE)})
     assert record["host"]["mpi_version"] == record["container"]["mpi_version"]
     assert record["image_digest"].startswith("sha256:")
 
@@ -234,7 +235,7 @@ def test_e2e_preflight_offline_image():
 def test_e2e_two_rank_wireup_through_image(tmp_path):
     rt = {"kind": "charliecloud", "image": str(OFFLINE_IMAGE)}
     env = dict(os.environ)
-    env.update(hc.launch_env(rt, env))
+    env.update(runtime.launch_env(rt, env))
     argv = ["mpirun", "-np", "2", "--bind-to", "none",
             "--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", "lo",
             *container_prefix(rt),

@@ -20,10 +20,20 @@ from pathlib import Path
 import pytest
 
 from hpcvirt import netns
-from hpcvirt.netns import (NetnsBridge, TestbedInterrupted, cleanup, host_addresses,
-                           launcher_argv, list_netns, names, validate_tag)
-from hpcvirt.placement import (chain_crossing, chain_messages, mpi_host_args, placement_label,
-                               plane_hosts, run_length)
+from hpcvirt.config import load_testbed
+from hpcvirt.netns import (NetnsBridge, Testbed, TestbedInterrupted, cleanup, host_addresses, list_netns, names,
+                           validate_tag)
+from hpcvirt.placement import chain_crossing, chain_messages, placement_label, plane_hosts, run_length
+from hpcvirt.testbeds import kind
+
+ROOT = Path(__file__).resolve().parents[1]
+# The MPI launchers and flags of the netns-bridge kind come from its testbed file.
+BRIDGE = load_testbed(ROOT / "config/testbeds/bridge.yaml")
+
+
+def launcher(bed, mpi: str, rank_hosts=None, path: str | None = "net") -> list[str]:
+    """argv prefix running one rank per entry of ``rank_hosts`` (default: one per host)."""
+    return kind(BRIDGE, bed).mpi_launcher(mpi, rank_hosts or bed.hosts, path)
 
 H = ["a", "b"]
 
@@ -70,13 +80,14 @@ def test_chain_crossing(ranks, block, share):
     assert Fraction(crossing, sent) == share if sent else crossing == 0
 
 
-def test_run_length_and_host_args():
+def test_run_length_and_host_placeholders(monkeypatch):
     assert run_length(["a", "a", "b", "a"]) == [("a", 2), ("b", 1), ("a", 1)]
-    assert mpi_host_args("mpich", ["a", "b", "b", "a"]) == ["-hosts", "a:1,b:2,a:1", "-n", "4"]
-    assert mpi_host_args("openmpi", ["a", "b"]) == [
-        "-np", "2", "--host", "a,b", "--mca", "rmaps", "seq"]
-    with pytest.raises(ValueError):
-        mpi_host_args("lam", ["a"])
+    bed = Testbed(kind="netns-bridge", tag="x", hosts=["a", "b"], addresses=["198.18.0.1", "198.18.0.2"],
+                  subnet="198.18.0.0/24", mtu=1500)
+    s = " ".join(launcher(bed, "mpich", ["a", "b", "b", "a"]))
+    assert "-hosts a:1,b:2,a:1 -n 4" in s
+    s = " ".join(launcher(bed, "openmpi", ["a", "b"]))
+    assert "-np 2 --host a,b --mca rmaps seq" in s
 
 
 # ------------------------------------------------------------- names
@@ -114,26 +125,33 @@ def test_host_addresses():
         host_addresses("198.18.0.0/30", 2)      # 2 usable, need hosts + 1
 
 
-def test_launcher_argv_openmpi():
-    a = launcher_argv("openmpi", ["hv-x-h0", "hv-x-h1"], subnet="198.18.0.0/24", agent="/ag")
+FAKE = Testbed(kind="netns-bridge", tag="x", hosts=["hv-x-h0", "hv-x-h1"], addresses=["198.18.0.1", "198.18.0.2"],
+               subnet="198.18.0.0/24", mtu=1500)
+
+
+def test_launcher_openmpi_from_testbed_file(monkeypatch):
+    monkeypatch.setenv("HPCVIRT_NETNS_RSH", "/ag")
+    a = launcher(FAKE, "openmpi")
     assert a[:4] == ["ip", "netns", "exec", "hv-x-h0"]
     assert "mpirun" in a and "OMPI_ALLOW_RUN_AS_ROOT=1" in a
     s = " ".join(a)
     assert "--bind-to none" in s and "--mca plm_rsh_agent /ag" in s
     assert "--host hv-x-h0,hv-x-h1" in s and "--mca btl self,tcp" in s
     assert "--mca btl_tcp_if_include 198.18.0.0/24" in s
-    assert "btl self,tcp" not in " ".join(
-        launcher_argv("openmpi", ["hv-x-h0"], transport="default", agent="/ag"))
+    assert "rank0-stdout" not in s            # every rank's output is kept
+    # no path: the MPI picks its transports (shared memory inside a host)
+    assert "btl self,tcp" not in " ".join(launcher(FAKE, "openmpi", ["hv-x-h0"], path=None))
 
 
-def test_launcher_argv_mpich():
-    a = launcher_argv("mpich", ["hv-x-h0", "hv-x-h0", "hv-x-h1"], agent="/ag")
+def test_launcher_mpich_from_testbed_file(monkeypatch):
+    monkeypatch.setenv("HPCVIRT_NETNS_RSH", "/ag")
+    a = launcher(FAKE, "mpich", ["hv-x-h0", "hv-x-h0", "hv-x-h1"])
     s = " ".join(a)
     assert a[:4] == ["ip", "netns", "exec", "hv-x-h0"]
     assert "-launcher ssh -launcher-exec /ag" in s and "-iface eth0" in s
     assert "-hosts hv-x-h0:2,hv-x-h1:1 -n 3" in s and "UCX_TLS=tcp,self" in s
-    with pytest.raises(ValueError):
-        launcher_argv("mpich", ["h"], transport="ib")
+    with pytest.raises(KeyError):
+        launcher(FAKE, "mpich", path="ib")
 
 
 def test_agent_is_executable_and_refuses_foreign_hosts():
@@ -291,14 +309,14 @@ def _np_output_ok(path: Path, max_bytes: int) -> list[list[float]]:
 def test_netpipe_openmpi_across_bridge(tag, tmp_path):
     with NetnsBridge(tag) as tb:
         out = tmp_path / "np.out"
-        cp = subprocess.run(tb.launcher_argv("openmpi") + [
+        cp = subprocess.run(launcher(tb, "openmpi") + [
             "NPopenmpi", "-l", "1", "-u", "4096", "-p", "0", "-o", str(out)],
             capture_output=True, text=True, timeout=240)
         assert cp.returncode == 0, cp.stderr[-2000:]
         rows = _np_output_ok(out, 4096)
         assert rows[0][2] > 0
         # the ranks really ran in two different namespaces
-        cp = subprocess.run(tb.launcher_argv("openmpi") + ["hostname"],
+        cp = subprocess.run(launcher(tb, "openmpi") + ["hostname"],
                             capture_output=True, text=True, timeout=60)
         assert sorted(cp.stdout.split()) == tb.hosts
     assert _leftovers(tag) == []
@@ -310,12 +328,12 @@ def test_netpipe_openmpi_across_bridge(tag, tmp_path):
 def test_netpipe_mpich_across_bridge(tag, tmp_path):
     with NetnsBridge(tag) as tb:
         out = tmp_path / "np.out"
-        cp = subprocess.run(tb.launcher_argv("mpich") + [
+        cp = subprocess.run(launcher(tb, "mpich") + [
             "NPmpich2", "-l", "1", "-u", "4096", "-p", "0", "-o", str(out)],
             capture_output=True, text=True, timeout=240)
         assert cp.returncode == 0, cp.stderr[-2000:]
         _np_output_ok(out, 4096)
-        cp = subprocess.run(tb.launcher_argv("mpich", plane_hosts(tb.hosts, 4, 2))
+        cp = subprocess.run(launcher(tb, "mpich", plane_hosts(tb.hosts, 4, 2))
                             + ["hostname"], capture_output=True, text=True, timeout=60)
         assert sorted(cp.stdout.split()) == sorted(tb.hosts * 2)
     assert _leftovers(tag) == []
@@ -348,7 +366,7 @@ def test_killed_rank_fails_cleanly(tag, tmp_path):
     """SIGKILL the rank in h1 during a NetPIPE sweep: mpirun must fail
     quickly (not hang), and nothing may be left after the testbed exits."""
     with NetnsBridge(tag) as tb:
-        p = subprocess.Popen(tb.launcher_argv("openmpi") + [
+        p = subprocess.Popen(launcher(tb, "openmpi") + [
             "NPopenmpi", "-l", "1", "-u", "67108864", "-p", "0", "-o", str(tmp_path / "o")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcvirt.parsers import advect
+from hpcvirt.benchmarks import advect
 from hpcvirt.tidy import UNITS, ParseError
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "advect"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcvirt.parsers import netpipe, qperf
+from hpcvirt.benchmarks import netpipe, qperf
 from hpcvirt.tidy import ParseError
 
 FIX = Path(__file__).parent / "fixtures"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcvirt.parsers import npb, osu
+from hpcvirt.benchmarks import npb, osu
 from hpcvirt.tidy import UNITS, ParseError
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt import launch, matrix
+from hpcvirt import matrix
+from hpcvirt.testbeds import launch
 from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy
 from hpcvirt.config import load_study
 from hpcvirt.netns import Testbed
@@ -50,7 +51,7 @@ def test_bridge_launch_places_ranks_and_expects_their_messages():
     bed = Testbed(kind="netns-bridge", tag="t", hosts=["hv-t-h0", "hv-t-h1"], addresses=["198.18.0.1", "198.18.0.2"],
                   subnet="198.18.0.0/24", mtu=1500)
     by_block = {c.settings["block"]: c for c in _advect(study, "bridge")}
-    mixed = launch.build(by_block[2], tbs["bridge"], bed)
+    mixed = launch(by_block[2], tbs["bridge"], bed)
     argv = mixed.argv
     # rank i on the host of its block: Open MPI's sequential mapper with one host per rank
     assert argv[argv.index("--host") + 1] == "hv-t-h0,hv-t-h0,hv-t-h1,hv-t-h1"
@@ -60,10 +61,10 @@ def test_bridge_launch_places_ranks_and_expects_their_messages():
     steps = study["experiments"]["placement"]["steps"]
     assert mixed.expected["messages"] == 2 * 3 * steps and mixed.expected["messages_network"] == 2 * steps
     assert (mixed.nodes, mixed.ranks_per_node, mixed.interconnect) == (2, 2, "shm+tcp")
-    intra = launch.build(by_block[4], tbs["bridge"], bed)
+    intra = launch(by_block[4], tbs["bridge"], bed)
     assert intra.argv[intra.argv.index("--host") + 1] == ",".join(["hv-t-h0"] * 4)
     assert (intra.nodes, intra.expected["messages_network"], intra.expected["placement"]) == (1, 0, "intra-node")
-    inter = launch.build(by_block[1], tbs["bridge"], bed)
+    inter = launch(by_block[1], tbs["bridge"], bed)
     assert inter.expected["messages_network"] == inter.expected["messages"]
 
 
@@ -73,7 +74,7 @@ def test_qemu_launch_runs_the_launcher_in_the_first_guest():
                 subnet="198.18.1.0/24", accel="tcg", ns="hv-t", key=Path("/k"), known_hosts=Path("/kh"),
                 run_dir=Path("/r"), serial_logs=[])
     cfg = next(x for x in _advect(study, "vm") if x.settings["block"] == 1)
-    argv = launch.build(cfg, tbs["vm"], c).argv
+    argv = launch(cfg, tbs["vm"], c).argv
     assert argv[:3] == ["ip", "netns", "exec"]
     assert argv[4] == "ssh" and "root@198.18.1.1" in argv  # into guest 0
     remote = argv[-1]
@@ -85,10 +86,10 @@ def test_native_cluster_places_ranks_with_srun_plane_distribution():
     cfg.update(testbeds=["example-site"])
     study, tbs = load_study(cfg, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
     by_block = {c.settings["block"]: c for c in _advect(study, "example-site")}
-    mixed = launch.build(by_block[2], tbs["example-site"])
+    mixed = launch(by_block[2], tbs["example-site"])
     assert mixed.argv[:6] == ["srun", "--mpi=pmix", "-N", "2", "-n", "4"]
     assert "--distribution=plane=2" in mixed.argv
-    intra = launch.build(by_block[4], tbs["example-site"])
+    intra = launch(by_block[4], tbs["example-site"])
     assert intra.argv[:6] == ["srun", "--mpi=pmix", "-N", "1", "-n", "4"]
 
 
@@ -150,8 +151,8 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
     for rel in ("workflow/src/advect.c", "workflow/scripts/build-advect.sh"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
-    monkeypatch.chdir(tmp_path)  # jobs run in the workflow's working directory
     study, tbs = _study()
+    monkeypatch.chdir(tmp_path)  # jobs run in the workflow's working directory
     c = _advect(study, "bridge")[0]
     out = tmp_path / ".hpcvirt/bin/advect-openmpi"
     first = ensure_binary(tbs["bridge"], c)
@@ -162,7 +163,7 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
     os.utime(src, ns=(mtime + 10**9, mtime + 10**9))
     ensure_binary(tbs["bridge"], c)
     assert out.stat().st_mtime_ns > mtime  # rebuilt after the source changed
-    # guests bring their own build; other benchmarks need none
+    # guests bring their own build; packaged benchmarks are only named
     assert ensure_binary(tbs["vm"], _advect(study, "vm")[0]) == {"path": "/usr/local/bin/hpcvirt-advect-openmpi"}
-    pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe")
-    assert ensure_binary(tbs[pp.testbed], pp) is None
+    pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe" and x.settings["mpi"] == "mpich")
+    assert ensure_binary(tbs[pp.testbed], pp) == {"path": "NPmpich2"}

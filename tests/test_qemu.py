@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -18,11 +19,31 @@ from pathlib import Path
 import pytest
 
 from hpcvirt import qemu
+from hpcvirt.config import load_testbed
+from hpcvirt.testbeds import kind
 from hpcvirt.netns import list_netns
 from hpcvirt.qemu import (BootTimeout, Cluster, GuestDied, QemuCluster, cleanup,
                           guest_addresses, guest_mac, kernel_cmdline, names, qemu_argv)
 
 REPO = Path(__file__).resolve().parents[1]
+# The qemu kind's MPI launchers come from its testbed file; the default study
+# runs Open MPI in the guests, these tests run MPICH there too (the flags a
+# testbed file would give it).
+VM = load_testbed(REPO / "config/testbeds/vm.yaml")
+VM["mpi"]["mpich"] = {
+    "launcher": ["mpiexec.mpich", "-launcher", "ssh", "-bind-to", "none", "-hosts", "{host_counts}", "-n", "{ranks}"],
+    "paths": {"net": {"env": {"UCX_TLS": "tcp,self", "MPIR_CVAR_NOLOCAL": "1"}}},
+}
+
+
+def mpi_argv(cluster, mpi: str, rank_guests=None) -> list[str]:
+    """argv running one rank per entry of ``rank_guests`` (default: one per guest), launched in guest 0."""
+    return kind(VM, cluster).mpi_launcher(mpi, rank_guests or cluster.guests, "net")
+
+
+def _run_mpi(cluster, mpi: str, program: list[str], timeout: float):
+    argv = mpi_argv(cluster, mpi)
+    return cluster.run(0, argv[-1] + " " + shlex.join(program), timeout=timeout)
 
 
 # ------------------------------------------------------------- pure helpers
@@ -88,9 +109,9 @@ def test_cluster_exec_prefix_and_mpi_argv(tmp_path):
     assert p[:5] == ["ip", "netns", "exec", "hv-x-vm", "ssh"]
     assert p[-1] == "root@198.18.1.2" and "StrictHostKeyChecking=yes" in p
     assert c.argv(0, ["echo", "a b"])[-1] == "echo 'a b'"
-    s = " ".join(c.mpi_argv("openmpi"))
+    s = mpi_argv(c, "openmpi")[-1]
     assert "--host g0,g1" in s and "--bind-to none" in s and "btl_tcp_if_include 198.18.1.0/24" in s
-    s = " ".join(c.mpi_argv("mpich", ["g0", "g0", "g1", "g1"]))
+    s = mpi_argv(c, "mpich", ["g0", "g0", "g1", "g1"])[-1]
     assert "-hosts g0:2,g1:2 -n 4" in s
     with pytest.raises(KeyError):
         c.exec_prefix("g7")
@@ -231,11 +252,10 @@ def test_guests_answer_and_accel_recorded(cluster):
 @needs_qemu
 @pytest.mark.parametrize("mpi,exe", [("openmpi", "NPopenmpi"), ("mpich", "NPmpich2")])
 def test_netpipe_across_guests(cluster, mpi, exe):
-    argv = cluster.mpi_argv(mpi) + [exe, "-l", "1", "-u", "8192", "-p", "0", "-o", "/root/np.out"]
-    cluster.run(0, argv, timeout=300)
+    _run_mpi(cluster, mpi, [exe, "-l", "1", "-u", "8192", "-p", "0", "-o", "/root/np.out"], timeout=300)
     rows = [r.split() for r in cluster.run(0, "cat /root/np.out", timeout=30).stdout.splitlines()]
     assert rows and float(rows[-1][0]) == 8192 and float(rows[0][2]) > 0
-    hosts = cluster.run(0, cluster.mpi_argv(mpi) + ["hostname"], timeout=120).stdout.split()
+    hosts = _run_mpi(cluster, mpi, ["hostname"], timeout=120).stdout.split()
     assert sorted(hosts) == ["g0", "g1"]
 
 
@@ -267,8 +287,8 @@ def test_killed_guest_fails_cleanly(image):
                     os.kill(pid1, signal.SIGKILL)
 
                 threading.Thread(target=killer, daemon=True).start()
-                c.run(0, c.mpi_argv("openmpi") + ["NPopenmpi", "-l", "1", "-u", "4194304",
-                                                   "-p", "0", "-o", "/root/np.out"], timeout=300)
+                _run_mpi(c, "openmpi", ["NPopenmpi", "-l", "1", "-u", "4194304", "-p", "0", "-o", "/root/np.out"],
+                         timeout=300)
         assert err.get("killed")
         msg = str(ei.value)
         assert "guest g1" in msg and "serial log" in msg and str(err["killed"]) in msg

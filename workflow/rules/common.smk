@@ -6,7 +6,8 @@ from pathlib import Path
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
 from hpcvirt import matrix, slurm
-from hpcvirt.config import ConfigError, load_study
+from hpcvirt.benchmarks import REGISTRY
+from hpcvirt.config import ConfigError, check_campaign_testbeds, load_study
 
 try:
     STUDY, TESTBEDS = load_study(
@@ -14,10 +15,12 @@ try:
         config_path="config/config.yaml",
         testbed_dir="config/testbeds",
     )
+    check_campaign_testbeds(STUDY["campaign"], TESTBEDS)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
+CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)
 # qemu testbeds boot their guests once per interleaved round (rule
 # measure_round_<testbed>); every other testbed has one job per measurement.
@@ -28,7 +31,7 @@ MEASURE_TESTBED_RE = "|".join(n for n in TESTBEDS if n not in ROUND_TESTBEDS) or
 wildcard_constraints:
     campaign=r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
     testbed=r"[a-z][a-z0-9-]{0,31}",
-    benchmark=r"netpipe|qperf|advect",
+    benchmark="|".join(REGISTRY.names()),
     params=r"[A-Za-z0-9_.,=+-]+",
     rep=r"[0-9]+",
 
@@ -64,26 +67,22 @@ def _testbed(wildcards):
 
 
 def measurement_group(wildcards):
-    """Slurm: small measurements share one allocation (see hpcvirt.slurm)."""
-    return slurm.group(_testbed(wildcards), wildcards.benchmark)
+    """Slurm: the measurements of a testbed share one allocation (see hpcvirt.slurm)."""
+    return slurm.group(_testbed(wildcards))
 
 
-def _placement_ranks(testbed):
-    """Ranks of the placement experiment if this testbed runs it."""
-    pl = STUDY["experiments"].get("placement", {})
-    offered = STUDY["placement_offers"].get(testbed)
-    return pl["ranks"] if pl.get("enabled") and offered else None
+_SLURM = {}
 
 
 def measurement_slurm(key):
     """One sbatch resource of a measurement (see hpcvirt.slurm); None = unset."""
 
     def value(wildcards):
-        return slurm.resources(
-            _testbed(wildcards),
-            wildcards.benchmark,
-            _placement_ranks(wildcards.testbed),
-        ).get(key)
+        if wildcards.testbed not in _SLURM:
+            _SLURM[wildcards.testbed] = slurm.resources(
+                _testbed(wildcards), CONFIGURATIONS
+            )
+        return _SLURM[wildcards.testbed].get(key)
 
     return value
 

@@ -1,11 +1,11 @@
 """Snakemake adapter: host vs image check and 2-rank wire-up of one
-containerized testbed (see hpcvirt.containers.testbed_preflight)."""
+containerized testbed (see hpcvirt.preflight.testbed_preflight)."""
 
 import sys
 
 from hpcvirt.atomic import write_json
 from hpcvirt.config import load_study
-from hpcvirt.containers import PreflightError, testbed_preflight
+from hpcvirt.preflight import PreflightError, testbed_preflight
 
 snakemake = globals()["snakemake"]
 w = snakemake.wildcards

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .parsers import advect, netpipe, qperf
+from .benchmarks import REGISTRY
 from .tidy import COLUMNS, ParseError, to_rows
 
 # Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
@@ -21,15 +21,11 @@ TO_GBITS = {"Mbit/s": 1e-3, "MB/s": 8e-3, "Gbit/s": 1.0}
 
 
 def _parse_one(raw: Path, ctx: dict) -> list:
-    expected = ctx.get("expected", {})
+    """The declaration's parser, with what the launch expected (from the provenance)."""
     bench = ctx["run_id"].split("/")[2]
-    if bench == "netpipe":
-        return netpipe.parse(raw, expected_max_bytes=expected.get("max_bytes"))
-    if bench == "qperf":
-        return qperf.parse(raw, expected_sizes=expected.get("sizes"))
-    if bench == "advect":
-        return advect.parse(raw, expected=expected)
-    raise ParseError(raw, f"no parser for benchmark {bench!r}")
+    if bench not in REGISTRY.benchmarks:
+        raise ParseError(raw, f"no declared benchmark {bench!r} (declared: {REGISTRY.names()})")
+    return REGISTRY[bench].parse(raw, ctx.get("expected", {}))
 
 
 def parse_outputs(raw_paths: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -4,19 +4,27 @@ Everything is checked before any job runs.  Errors name the file, the key
 (as a dotted path) and what is allowed, e.g.::
 
     config/config.yaml: experiments.pingpong.mpis[1]: 'intelmpi' is not one of ['openmpi', 'mpich']
+
+The schemas are the files in ``workflow/schemas/`` completed by the
+benchmark declarations (:mod:`hpcvirt.benchmarks`): each declaration
+contributes ``experiments.<experiment>`` to the study schema and its entry
+(``mpi.<mpi>.<benchmark>`` for MPI benchmarks, ``<benchmark>`` otherwise) to
+the testbed schema.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import string
 from pathlib import Path
 from typing import Any, Mapping
 
 import jsonschema
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
+from . import paths
+from .benchmarks import REGISTRY, enabled
 
 
 class ConfigError(ValueError):
@@ -33,8 +41,23 @@ def _load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
 
 
-def load_schema(name: str, schema_dir: Path = SCHEMA_DIR) -> dict:
-    return _load_yaml(Path(schema_dir) / name)
+def load_schema(name: str, schema_dir: Path | None = None) -> dict:
+    """A schema of ``workflow/schemas/``, completed by the benchmark declarations."""
+    schema = _load_yaml(Path(schema_dir or paths.schemas()) / name)
+    if name == "config.schema.yaml":
+        schema["properties"]["experiments"]["properties"] = {b.experiment: b.schema() for b in REGISTRY}
+    elif name == "testbed.schema.yaml":
+        entry = schema["$defs"]["benchmark"]
+        per_mpi = schema["properties"]["mpi"]["additionalProperties"]["properties"]
+        for b in REGISTRY:
+            s = copy.deepcopy(entry)
+            s["description"] = f"{b.title}; {b.build.describe()}. Absent: not offered."
+            s["properties"].update(copy.deepcopy(b.testbed_keys))
+            if b.mpi:
+                per_mpi[b.name] = s
+            else:
+                schema["properties"][b.name] = s
+    return schema
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -57,8 +80,6 @@ def _explain(error: jsonschema.ValidationError) -> str:
     if v == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         return f"{error.message}; allowed keys: {allowed}"
-    if v == "propertyNames":
-        return f"{error.message}"
     return error.message
 
 
@@ -80,27 +101,58 @@ def _apply_defaults(data: dict, schema: Mapping) -> dict:
             data[key] = copy.deepcopy(sub["default"])
         if key in data and isinstance(sub, dict):
             _apply_defaults(data[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict) and "properties" in extra:
+        for key, value in data.items():
+            if key not in schema.get("properties", {}):
+                _apply_defaults(value, extra)
     return data
 
 
 def _check_study(study: dict, path: Path) -> None:
-    for name, exp in study.get("experiments", {}).items():
-        if exp.get("min_bytes", 1) > exp.get("max_bytes", 1):
-            raise ConfigError(
-                f"{path}: experiments.{name}: min_bytes ({exp['min_bytes']}) must not exceed "
-                f"max_bytes ({exp['max_bytes']})"
-            )
+    for bench, exp in enabled(study):
+        problem = bench.check(exp)
+        if problem:
+            raise ConfigError(f"{path}: experiments.{bench.experiment}: {problem}")
+
+
+# Placeholders each testbed kind fills in launcher words, path and benchmark arguments.
+PLACEHOLDERS = {
+    "native": {"ranks", "nodes", "block"},
+    "netns-bridge": {"ranks", "nodes", "block", "rank_hosts", "host_counts", "agent", "subnet"},
+    "qemu": {"ranks", "nodes", "block", "rank_hosts", "host_counts", "subnet"},
+}
+
+
+def _templates(tb: dict):
+    """(dotted key, words) of every argv template of a testbed."""
+    for mpi, entry in tb["mpi"].items():
+        yield f"mpi.{mpi}.launcher", entry.get("launcher", [])
+        for p, path_entry in entry.get("paths", {}).items():
+            yield f"mpi.{mpi}.paths.{p}.args", path_entry.get("args", [])
+        for b in REGISTRY:
+            if b.mpi and b.name in entry:
+                yield f"mpi.{mpi}.{b.name}.args", entry[b.name].get("args", [])
+    for b in REGISTRY:
+        if not b.mpi and b.name in tb:
+            yield f"{b.name}.args", tb[b.name].get("args", [])
 
 
 def _check_testbed(tb: dict, path: Path) -> None:
     if tb["name"] != path.stem:
         raise ConfigError(f"{path}: name: {tb['name']!r} must equal the file name {path.stem!r}")
-    if tb["kind"] == "native":
-        for mpi, entry in tb["mpi"].items():
-            if "launcher" not in entry:
-                raise ConfigError(f"{path}: mpi.{mpi}.launcher: required for kind 'native'")
     if tb["kind"] != "native" and tb["executor"] != "local":
         raise ConfigError(f"{path}: executor: kind {tb['kind']!r} runs with the local executor only")
+    if tb["kind"] != "native" and tb["runtime"]["kind"] != "none":
+        raise ConfigError(f"{path}: runtime.kind: a container runtime wraps the ranks of kind 'native' only "
+                          f"(this testbed is {tb['kind']!r})")
+    allowed = PLACEHOLDERS[tb["kind"]]
+    for key, words in _templates(tb):
+        for i, word in enumerate(words):
+            for _, name, _, _ in string.Formatter().parse(str(word)):
+                if name is not None and name not in allowed:
+                    raise ConfigError(f"{path}: {key}[{i}]: placeholder {{{name}}} is not one of "
+                                      f"{sorted(allowed)} (kind {tb['kind']!r})")
     for mpi, entry in tb["mpi"].items():
         adv = entry.get("advect")
         if adv and tb["kind"] == "native" and tb["nodes"] > 1 and not any("{block}" in a for a in adv.get("args", [])):
@@ -108,41 +160,74 @@ def _check_testbed(tb: dict, path: Path) -> None:
                 f"{path}: mpi.{mpi}.advect.args: a native testbed with several nodes places ranks through "
                 "launcher arguments and needs one with '{block}' (e.g. --distribution=plane={block})"
             )
-    runtime = tb.get("runtime", {"kind": "none"})
+    runtime = tb["runtime"]
     if runtime["kind"] != "none" and "image" not in runtime:
         raise ConfigError(f"{path}: runtime.image: required when runtime.kind is {runtime['kind']!r}")
 
 
-def placement_offers(testbeds: dict) -> dict[str, list[str]]:
-    """MPIs each testbed can run the placement experiment with: it needs the
-    benchmark (mpi.<name>.advect) and at least two hosts or guests."""
-    return {name: sorted(m for m, e in tb["mpi"].items() if "advect" in e) if tb["nodes"] > 1 else []
-            for name, tb in testbeds.items()}
+def offers(tb: dict) -> dict[str, dict | None]:
+    """What a testbed offers, per benchmark: for MPI benchmarks ``{mpi:
+    [paths]}`` (the MPIs that define the benchmark's entry, if the testbed
+    has enough hosts), for client/server ones ``{}`` when the testbed has the
+    entry; benchmarks it does not offer are absent."""
+    out: dict[str, dict] = {}
+    for b in REGISTRY:
+        if tb["nodes"] < b.min_hosts:
+            continue
+        if b.mpi:
+            mpis = {m: sorted(e["paths"]) for m, e in tb["mpi"].items() if b.name in e}
+            if mpis:
+                out[b.name] = mpis
+        elif b.name in tb:
+            out[b.name] = {}
+    return out
 
 
 def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Path) -> None:
-    """Each testbed runs the MPIs and paths of the study that it offers; a
+    """Each testbed runs the configurations of the study that it offers; a
     requested MPI or path that no testbed offers is an error."""
-    pp = study.get("experiments", {}).get("pingpong")
-    for mpi in pp["mpis"] if pp and pp.get("enabled", True) else []:
-        for p in pp["paths"]:
-            if not any(p in tb["mpi"].get(mpi, {}).get("paths", {}) for tb in testbeds.values()):
-                offered = sorted({f"{m}/{q}" for tb in testbeds.values() for m in tb["mpi"] for q in tb["mpi"][m]["paths"]})
+    per_tb = {name: offers(tb) for name, tb in testbeds.items()}
+    for bench, exp in enabled(study):
+        where = f"{study_path}: experiments.{bench.experiment}"
+        if not bench.mpi:
+            if not any(bench.name in o for o in per_tb.values()):
+                raise ConfigError(f"{where}: {bench.name} is offered by none of the testbeds {sorted(testbeds)} "
+                                  f"(files in {testbed_dir}: add a '{bench.name}:' entry)")
+            continue
+        path_param = next((k for k, p in bench.params.items() if p.offered_by == "path"), None)
+        for mpi in exp["mpis"]:
+            for p in (exp[path_param] if path_param else [None]):
+                if any(mpi in o.get(bench.name, {}) and (p is None or p in o[bench.name][mpi])
+                       for o in per_tb.values()):
+                    continue
+                offered = sorted({f"{m}/{q}" for o in per_tb.values() for m, qs in o.get(bench.name, {}).items()
+                                  for q in qs})
+                what = f"{mpi} over path {p!r}" if p else mpi
+                hint = f"; {bench.unoffered_hint}" if bench.unoffered_hint else ""
                 raise ConfigError(
-                    f"{study_path}: experiments.pingpong: {mpi} over path {p!r} is offered by none of the testbeds "
-                    f"{sorted(testbeds)} (files in {testbed_dir}); they offer {offered}"
+                    f"{where}: {what} is offered by none of the testbeds {sorted(testbeds)} (files in "
+                    f"{testbed_dir}: mpi.{mpi}.{bench.name}"
+                    + (f" and mpi.{mpi}.paths.{p}" if p else "") + f"); they offer {offered}{hint}"
                 )
-    pl = study.get("experiments", {}).get("placement")
-    if pl and pl.get("enabled", True):
-        offers = placement_offers(testbeds)
-        for mpi in pl["mpis"]:
-            if not any(mpi in v for v in offers.values()):
-                raise ConfigError(
-                    f"{study_path}: experiments.placement: {mpi} is offered by none of the testbeds "
-                    f"{sorted(testbeds)} (files in {testbed_dir}): the placement experiment needs a testbed "
-                    f"with nodes >= 2 and mpi.{mpi}.advect (offered: {offers}); on one-host testbeds set "
-                    "experiments.placement.enabled: false"
-                )
+
+
+def testbed_hash(tb: dict) -> str:
+    """Identity of a testbed's effective settings (file content with defaults),
+    recorded with every raw output: a campaign never mixes two versions."""
+    from .provenance import config_hash
+
+    return config_hash(tb)
+
+
+def load_testbed(path: Path, schema: dict | None = None) -> dict:
+    tb = _load_yaml(path)
+    if not isinstance(tb, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    schema = schema or load_schema("testbed.schema.yaml")
+    validate(tb, schema, path)
+    _apply_defaults(tb, schema)
+    _check_testbed(tb, path)
+    return tb
 
 
 def load_study(
@@ -150,36 +235,62 @@ def load_study(
     *,
     config_path: Path | str = "config/config.yaml",
     testbed_dir: Path | str = "config/testbeds",
-    schema_dir: Path | str = SCHEMA_DIR,
+    schema_dir: Path | str | None = None,
 ) -> tuple[dict, dict[str, dict]]:
     """Return (study, {testbed name: testbed}) validated and with defaults.
 
     ``config`` is the already-loaded study (Snakemake's ``config``, which may
-    carry --config overrides); without it the file is read.
+    carry --config overrides); without it the file is read.  Relative paths
+    are relative to the workflow's working directory.
     """
     config_path = Path(config_path)
     study = copy.deepcopy(dict(config)) if config is not None else _load_yaml(config_path)
     if not isinstance(study, dict):
         raise ConfigError(f"{config_path}: expected a mapping at the top level")
-    schema = load_schema("config.schema.yaml", Path(schema_dir))
+    schema = load_schema("config.schema.yaml", schema_dir and Path(schema_dir))
     validate(study, schema, config_path)
     _apply_defaults(study, schema)
     _check_study(study, config_path)
 
-    tb_schema = load_schema("testbed.schema.yaml", Path(schema_dir))
-    testbeds = {}
-    for name in study["testbeds"]:
-        path = Path(testbed_dir) / f"{name}.yaml"
-        tb = _load_yaml(path)
-        if not isinstance(tb, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        validate(tb, tb_schema, path)
-        _apply_defaults(tb, tb_schema)
-        tb.setdefault("runtime", {"kind": "none"})
-        _check_testbed(tb, path)
-        testbeds[name] = tb
-    _check_offers(study, testbeds, config_path, Path(testbed_dir))
+    tb_schema = load_schema("testbed.schema.yaml", schema_dir and Path(schema_dir))
+    testbed_dir = Path(testbed_dir)
+    testbeds = {name: load_testbed(testbed_dir / f"{name}.yaml", tb_schema) for name in study["testbeds"]}
+    _check_offers(study, testbeds, config_path, testbed_dir)
     # What each testbed offers, for the configuration matrix (hpcvirt.matrix).
-    study["offers"] = {name: {m: sorted(e["paths"]) for m, e in tb["mpi"].items()} for name, tb in testbeds.items()}
-    study["placement_offers"] = placement_offers(testbeds)
+    study["offers"] = {name: offers(tb) for name, tb in testbeds.items()}
     return study, testbeds
+
+
+def _differences(old, new, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new)):
+            out += _differences(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if old == new else [f"{prefix}: {old!r} -> {new!r}"]
+
+
+def check_campaign_testbeds(campaign: str, testbeds: dict[str, dict], raw_root: str = "data/raw") -> None:
+    """Refuse to add measurements made with edited testbed settings to a
+    campaign that already has some: raw-output paths encode the benchmark
+    parameters, not the testbed's launcher, flags or environment, so an
+    edited testbed file would otherwise be silently mixed with (or hidden
+    behind) the old outputs.  A campaign measured before testbed records
+    existed has none, and is accepted as it is."""
+    for name, tb in testbeds.items():
+        record = Path(raw_root) / campaign / name / "testbed.json"
+        try:
+            old = json.loads(record.read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{record}: unreadable testbed record of campaign {campaign!r}: {exc}") from None
+        if old.get("testbed_hash") != testbed_hash(tb):
+            diff = _differences(old.get("testbed", {}), tb)
+            raise ConfigError(
+                f"config/testbeds/{name}.yaml changed since campaign {campaign!r} measured on it "
+                f"({record} records {old.get('testbed_hash')}, the file now gives {testbed_hash(tb)}):\n    "
+                + "\n    ".join(diff[:10] or ["(settings differ)"])
+                + f"\n  Measure a new campaign (--config campaign=<new name>), or restore the file; the raw outputs "
+                f"of {campaign!r} stay as they are."
+            )

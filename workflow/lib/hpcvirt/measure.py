@@ -14,18 +14,20 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import launch as launch_mod
 from . import provenance
-from .containers import runtime_provenance
 from .atomic import write_json
+from .benchmarks import REGISTRY, Compiled
+from .config import testbed_hash
+from .execute import execute, succeeded
 from .matrix import Configuration
+from .stack import runtime_provenance
+from .testbeds import Launch, launch as build_launch
 
 
 class MeasurementError(RuntimeError):
@@ -47,7 +49,7 @@ def bed_tag(*parts) -> str:
     return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8]
 
 
-def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: launch_mod.Launch, raw: str,
+def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: Launch, raw: str,
                 bed=None) -> dict:
     """Columns of the tidy table that the benchmark output cannot know."""
     runtime = tb.get("runtime", {"kind": "none"})
@@ -84,40 +86,49 @@ def _tail(path: Path, n: int = 15) -> str:
     return "\n".join("    " + line for line in lines[-n:])
 
 
-def wrapped_argv(spec_path: str, out_path: str, status_path: str, isolation: str) -> list[str]:
-    runner = [sys.executable, "-m", "hpcvirt.runner", spec_path, out_path, status_path]
-    if isolation == "netns":
-        if shutil.which("unshare") is None:
-            raise MeasurementError("isolation 'netns' needs unshare(1) from util-linux")
-        return ["unshare", "--net", "--", *runner]
-    return runner
-
-
-BUILT_BINARY = re.compile(r"^\.hpcvirt/bin/advect-(openmpi|mpich)$")
-
-
 def ensure_binary(tb: dict, c: Configuration) -> dict | None:
-    """Compile the placement benchmark for the host if the testbed runs the
-    workflow's own build (``.hpcvirt/bin/advect-<mpi>``) and it is missing or
-    older than its source; return its path and sha256 for the provenance.
-    (Guests carry their own build in the guest image.)"""
-    if c.benchmark != "advect":
+    """Compile a benchmark built from ``workflow/src/`` for the host if the
+    testbed runs the workflow's own build (its binary matches the
+    declaration's ``host_binary``, e.g. ``.hpcvirt/bin/advect-<mpi>``) and it
+    is missing or older than its source or build script; return its path and
+    sha256 for the provenance.  (Guests carry their own build in the guest
+    image.)  Paths are relative to the workflow's working directory, where
+    every job runs and where the launch finds the binary."""
+    bench = REGISTRY[c.benchmark]
+    entry = tb["mpi"][c.settings["mpi"]] if bench.mpi else tb
+    binary = entry.get(bench.name, {}).get("binary")
+    if binary is None:
         return None
-    binary = tb["mpi"][c.settings["mpi"]]["advect"]["binary"]
-    m = BUILT_BINARY.match(binary)
+    m = re.match(bench.build.host_binary, binary) if isinstance(bench.build, Compiled) else None
     if not m:
         return {"path": binary}
-    # relative to the workflow's working directory, where every job runs and
-    # where the launch finds the binary (like launch.RANK0_STDOUT)
-    out = Path(binary)
-    script = Path("workflow/scripts/build-advect.sh")
-    src = Path("workflow/src/advect.c")
+    out, script, src = Path(binary), Path(bench.build.script), Path(bench.build.source)
     if not out.exists() or out.stat().st_mtime < max(src.stat().st_mtime, script.stat().st_mtime):
         cp = subprocess.run([f"./{script}", m.group(1), str(out)], capture_output=True, text=True, timeout=300)
         if cp.returncode != 0:
-            raise MeasurementError(f"could not build the placement benchmark {binary}:\n{cp.stderr[-2000:]}")
+            raise MeasurementError(f"could not build {bench.name} ({binary}):\n{cp.stderr[-2000:]}")
         print(cp.stdout.strip(), file=sys.stderr)
     return {"path": binary, "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+
+
+def record_testbed(campaign: str, tb: dict) -> None:
+    """Keep the testbed's settings beside the campaign's raw outputs
+    (``data/raw/<campaign>/<testbed>/testbed.json``, written once, never
+    replaced): the workflow refuses to add measurements made with other
+    settings to the campaign (:func:`hpcvirt.config.check_campaign_testbeds`)."""
+    path = Path("data/raw") / campaign / tb["name"] / "testbed.json"
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".testbed.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"testbed_hash": testbed_hash(tb), "testbed": tb}, fh, indent=2, sort_keys=True)
+    try:
+        os.link(tmp, path)      # no-clobber: a concurrent writer's record wins
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
 
 
 def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str,
@@ -130,36 +141,23 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
                          subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500)) as bed:
             return run_measurement(study, tb, c, rep, raw_out, prov_out, bed=bed)
     binary = ensure_binary(tb, c)
-    launch = launch_mod.build(c, tb, bed)
+    launch = build_launch(c, tb, bed)
     timeout = int(study.get("timeout_s", 300))
     raw_out_p = Path(raw_out)
     raw_out_p.parent.mkdir(parents=True, exist_ok=True)
+    record_testbed(study["campaign"], tb)
     ctx = context_for(study, tb, c, rep, launch, raw_out, bed)
     if binary:
         ctx["benchmark_binary"] = binary
+    ctx["testbed_hash"] = testbed_hash(tb)
     digest = provenance.config_hash(study, tb)
-    with tempfile.TemporaryDirectory(prefix="hpcvirt-") as tmp:
-        spec = {**launch.to_dict(), "timeout_s": timeout}
-        spec_path = os.path.join(tmp, "spec.json")
-        status_path = os.path.join(tmp, "status.json")
-        with open(spec_path, "w", encoding="utf-8") as fh:
-            json.dump(spec, fh)
-        fd, tmp_out = tempfile.mkstemp(prefix=f".{raw_out_p.name}.", suffix=".partial", dir=raw_out_p.parent)
-        os.close(fd)
-        argv = wrapped_argv(spec_path, tmp_out, status_path, launch.isolation)
-        try:
-            proc = subprocess.run(argv, timeout=timeout + 60, capture_output=True, text=True)
-            runner_err = proc.stderr.strip()
-        except subprocess.TimeoutExpired:
-            runner_err = "the runner itself did not return"
-        try:
-            with open(status_path, encoding="utf-8") as fh:
-                status = json.load(fh)
-        except (OSError, ValueError):
-            status = {"exit_code": None, "timed_out": None, "note": runner_err[-2000:]}
+    fd, tmp_out = tempfile.mkstemp(prefix=f".{raw_out_p.name}.", suffix=".partial", dir=raw_out_p.parent)
+    os.close(fd)
+    try:
+        status = execute(launch, tmp_out, timeout)
+        spec, runner_err = status.pop("spec"), status.pop("runner_stderr")
         rec = provenance.record(launch=spec, status=status, config_digest=digest, context=ctx)
-        ok = status.get("exit_code") == 0 and not status.get("timed_out")
-        if ok:
+        if succeeded(status):
             os.chmod(tmp_out, 0o444)
             os.replace(tmp_out, raw_out)
             write_json(prov_out, rec)
@@ -168,12 +166,15 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
         failed = raw_out_p.with_name(f"{raw_out_p.stem}.failed-{stamp}.out")
         os.replace(tmp_out, failed)
         write_json(failed.with_suffix(".json"), rec)
-        why = status.get("note") or f"exit code {status.get('exit_code')}"
-        raise MeasurementError(
-            f"measurement {ctx['run_id']} failed ({why}); its output is kept at {failed}\n"
-            f"  command: {' '.join(launch.argv)}\n  last lines:\n{_tail(failed)}"
-            + (f"\n  runner: {runner_err[-500:]}" if runner_err else "")
-        )
+    finally:
+        if os.path.exists(tmp_out):
+            os.unlink(tmp_out)
+    why = status.get("note") or f"exit code {status.get('exit_code')}"
+    raise MeasurementError(
+        f"measurement {ctx['run_id']} failed ({why}); its output is kept at {failed}\n"
+        f"  command: {' '.join(launch.argv)}\n  last lines:\n{_tail(failed)}"
+        + (f"\n  runner: {runner_err[-500:]}" if runner_err else "")
+    )
 
 
 def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]], rep: int) -> list[dict]:

@@ -11,7 +11,8 @@ directly there (``ip -n``), so nothing is ever added to the caller's network
 namespace.  Addresses come from the benchmarking range 198.18.0.0/15 and
 never leave the namespaces.  Processes are started in a host with
 ``ip netns exec hv-<tag>-h<i>``; MPI launchers reach the other hosts through
-``workflow/scripts/netns-rsh`` (an ssh stand-in, see :func:`launcher_argv`).
+``workflow/scripts/netns-rsh`` (an ssh stand-in; the launcher and its flags
+come from the testbed file, see :mod:`hpcvirt.testbeds`).
 
 Teardown (kill whatever still runs in the namespaces, delete them, which
 removes veths and the bridge) happens on normal exit, on exceptions and on
@@ -35,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .placement import mpi_host_args
+from . import paths
 
 TAG_RE = re.compile(r"^[a-z0-9]{1,8}$")
 BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
@@ -43,8 +44,6 @@ IFNAMSIZ = 15
 HOST_IFACE = "eth0"
 MAX_HOSTS = 99
 CMD_TIMEOUT_S = 30
-
-OMPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 class TestbedError(RuntimeError):
@@ -71,9 +70,7 @@ def validate_tag(tag: str) -> str:
 def agent_path() -> Path:
     """The ``netns-rsh`` agent (``HPCVIRT_NETNS_RSH`` overrides)."""
     env = os.environ.get("HPCVIRT_NETNS_RSH")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "scripts" / "netns-rsh"
+    return Path(env) if env else paths.script("netns-rsh")
 
 
 def names(tag: str, hosts: int = 2) -> dict:
@@ -253,54 +250,6 @@ class Testbed:
         """argv prefix running a command inside host ``h``."""
         return ["ip", "netns", "exec", self.host(h)]
 
-    def launcher_argv(self, mpi: str, rank_hosts: Sequence[str] | None = None, *,
-                      ranks: int = 2, transport: str = "tcp") -> list[str]:
-        """See module function :func:`launcher_argv`."""
-        if rank_hosts is None:
-            rank_hosts = [self.hosts[i % len(self.hosts)] for i in range(ranks)]
-        return launcher_argv(mpi, rank_hosts, subnet=self.subnet, iface=self.iface,
-                             transport=transport)
-
-
-def launcher_argv(mpi: str, rank_hosts: Sequence[str], *, subnet: str = "198.18.0.0/24",
-                  iface: str = HOST_IFACE, transport: str = "tcp",
-                  agent: str | os.PathLike | None = None) -> list[str]:
-    """Full argv prefix (append the benchmark command) that launches
-    ``len(rank_hosts)`` ranks, rank i in namespace ``rank_hosts[i]``.
-
-    The launcher itself runs inside the first rank's namespace (it must reach
-    every daemon over the bridge).  ``transport="tcp"`` forces the TCP path
-    (Open MPI ob1/tcp, MPICH UCX tcp) restricted to the testbed subnet, even
-    for ranks that share a namespace; ``transport="default"`` lets the MPI
-    pick shared memory for ranks in the same namespace.  Ranks are never
-    bound to cores (``--bind-to none``: the daemons in different namespaces
-    do not know of each other and would all pin to core 0).
-    """
-    agent = str(agent or agent_path())
-    if transport not in ("tcp", "default"):
-        raise ValueError(f"transport must be 'tcp' or 'default', got {transport!r}")
-    first = rank_hosts[0]
-    prefix = ["ip", "netns", "exec", first, "env"]
-    if mpi == "openmpi":
-        argv = prefix + [f"{k}={v}" for k, v in OMPI_ROOT_ENV.items()] + [
-            "mpirun", *mpi_host_args("openmpi", rank_hosts),
-            "--mca", "plm_rsh_agent", agent,
-            "--mca", "oob_tcp_if_include", subnet,
-            "--bind-to", "none",
-        ]
-        if transport == "tcp":
-            argv += ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
-                     "--mca", "btl_tcp_if_include", subnet]
-        return argv
-    if mpi == "mpich":
-        env = [f"UCX_NET_DEVICES={iface}"]
-        if transport == "tcp":
-            env += ["UCX_TLS=tcp,self", "MPIR_CVAR_NOLOCAL=1"]
-        return prefix + env + [
-            "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", agent,
-            "-iface", iface, "-bind-to", "none", *mpi_host_args("mpich", rank_hosts),
-        ]
-    raise ValueError(f"unknown MPI {mpi!r}; expected 'openmpi' or 'mpich'")
 
 
 class GuardedTestbed:
@@ -358,7 +307,7 @@ class NetnsBridge(GuardedTestbed):
     """Context manager building the ``netns-bridge`` testbed (see module doc).
 
     >>> with NetnsBridge("r1") as tb:                         # doctest: +SKIP
-    ...     subprocess.run(tb.launcher_argv("openmpi") + ["NPopenmpi", ...], timeout=300)
+    ...     subprocess.run(tb.exec_prefix(0) + ["hostname"], timeout=30)
     """
 
     def __init__(self, tag: str, hosts: int = 2, subnet: str = "198.18.0.0/24",

@@ -19,8 +19,10 @@ chain links whose two ranks sit on different hosts: with 16 ranks on two
 hosts, blocks of 8, 2 and 1 give 1/15 (6.7 %), 7/15 (46.7 %) and 100 % --
 the 6 %, 46 % and 100 % of Nanos et al.
 
-Everything here is pure; the launchers in :mod:`hpcvirt.netns` and
-:mod:`hpcvirt.qemu` turn the per-rank host list into ``--host``/``-hosts``.
+Everything here is pure; :mod:`hpcvirt.testbeds` hands the per-rank host
+list to the testbed's launcher as ``{rank_hosts}`` (Open MPI's sequential
+mapper: ``--host h0,h0,h1 --mca rmaps seq``) or ``{host_counts}`` (MPICH
+hydra: ``-hosts h0:2,h1:1``, see :func:`run_length`).
 """
 
 from __future__ import annotations
@@ -83,21 +85,3 @@ def run_length(rank_hosts: Sequence[str]) -> list[tuple[str, int]]:
         else:
             out.append((h, 1))
     return out
-
-
-def mpi_host_args(mpi: str, rank_hosts: Sequence[str]) -> list[str]:
-    """Launcher arguments that put rank ``i`` on ``rank_hosts[i]``.
-
-    Open MPI 4: the sequential mapper (``--mca rmaps seq``) with the per-rank
-    list as ``--host``; MPICH hydra: ``-hosts h:n,...`` in run-length order.
-    Both were checked with 4 ranks placed ``h0,h1,h1,h0``.
-    """
-    n = len(rank_hosts)
-    if n < 1:
-        raise ValueError("empty rank placement")
-    if mpi == "openmpi":
-        return ["-np", str(n), "--host", ",".join(rank_hosts), "--mca", "rmaps", "seq"]
-    if mpi == "mpich":
-        hosts = ",".join(f"{h}:{c}" for h, c in run_length(rank_hosts))
-        return ["-hosts", hosts, "-n", str(n)]
-    raise ValueError(f"unknown MPI {mpi!r}; expected 'openmpi' or 'mpich'")

@@ -17,21 +17,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .config import REPO_ROOT
+from . import paths
+from .benchmarks import REGISTRY
+from .stack import mpi_identity as _mpi_identity
 
-# Debian packages whose exact versions define the local software stack.
-STACK_PACKAGES = (
-    "openmpi-bin",
-    "libopenmpi3",
-    "mpich",
-    "libmpich12",
-    "netpipe-openmpi",
-    "netpipe-mpich2",
-    "qperf",
-    "libucx0",
-    "libpmix2",
-    "hwloc",
-)
+# Debian packages whose exact versions define the local software stack: the
+# MPI libraries and their runtimes, plus the packages each benchmark is built
+# from or with (its declaration's ``build``).
+BASE_PACKAGES = ("openmpi-bin", "libopenmpi3", "mpich", "libmpich12", "libucx0", "libpmix2", "hwloc")
+STACK_PACKAGES = tuple(dict.fromkeys(BASE_PACKAGES + tuple(p for b in REGISTRY for p in b.build.packages)))
 
 
 def _run(argv: list[str], timeout: float = 20) -> str | None:
@@ -54,8 +48,9 @@ def config_hash(*objs) -> str:
     return sha256_bytes(blob)
 
 
-@functools.lru_cache(maxsize=1)
-def git_info(repo: str = str(REPO_ROOT)) -> dict:
+@functools.lru_cache(maxsize=4)
+def git_info(repo: str | None = None) -> dict:
+    repo = repo or str(paths.root())
     commit = _run(["git", "-C", repo, "rev-parse", "HEAD"])
     dirty = _run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"])
     return {
@@ -152,17 +147,8 @@ def package_versions(packages: tuple[str, ...] = STACK_PACKAGES) -> dict:
 
 @functools.lru_cache(maxsize=4)
 def mpi_identity(mpi: str) -> dict:
-    """Name and version of an MPI library, from its own tools."""
-    if mpi == "openmpi":
-        out = _run(["ompi_info", "--parsable"]) or ""
-        m = re.search(r"ompi:version:full:([^\s]+)", out)
-        return {"name": "Open MPI", "version": m.group(1) if m else None}
-    if mpi == "mpich":
-        out = _run(["mpichversion"]) or _run(["mpiexec.mpich", "--version"]) or ""
-        m = re.search(r"(?:MPICH Version|Version):\s*([^\s]+)", out)
-        dev = re.search(r"MPICH Device:\s*([^\s]+)", out)
-        return {"name": "MPICH", "version": m.group(1) if m else None, "device": dev.group(1) if dev else None}
-    return {"name": mpi, "version": None}
+    """Name and version of a host MPI library, from its own tools (:func:`hpcvirt.stack.mpi_identity`)."""
+    return _mpi_identity((), mpi, timeout=20)
 
 
 def host_facts() -> dict:

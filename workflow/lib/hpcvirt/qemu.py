@@ -41,10 +41,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .netns import (BENCH_NET, OMPI_ROOT_ENV, GuardedTestbed, TestbedError, _kill_pids, delete_netns,
+from .netns import (BENCH_NET, GuardedTestbed, TestbedError, _kill_pids, delete_netns,
                     list_netns, run, validate_tag)
 from .atomic import write_json
-from .placement import mpi_host_args
+from . import paths
 
 QEMU = "qemu-system-x86_64"
 DEFAULT_SUBNET = "198.18.1.0/24"
@@ -60,14 +60,8 @@ class GuestDied(TestbedError):
 
 
 # ----------------------------------------------------------------- paths
-def workdir() -> Path:
-    from .config import REPO_ROOT
-
-    return Path(os.environ.get("HPCVIRT_WORKDIR", str(REPO_ROOT / ".hpcvirt")))
-
-
 def build_script() -> Path:
-    return Path(__file__).resolve().parents[2] / "scripts" / "build-guest-image.sh"
+    return paths.script("build-guest-image.sh")
 
 
 def ensure_guest_image(timeout_s: float = 1800, force: bool = False) -> Path:
@@ -85,11 +79,6 @@ def ensure_guest_image(timeout_s: float = 1800, force: bool = False) -> Path:
     return out
 
 
-def guest_image_key(timeout_s: float = 60) -> str:
-    """Cache key of the image the build script would produce now."""
-    return run(["bash", str(build_script()), "--print-key"], timeout=timeout_s).stdout.strip()
-
-
 # ----------------------------------------------------------------- pure parts
 def names(tag: str, guests: int = 2) -> dict:
     validate_tag(tag)
@@ -100,7 +89,7 @@ def names(tag: str, guests: int = 2) -> dict:
         "bridge": f"hv{tag}br",
         "taps": [f"hv{tag}t{i}" for i in range(guests)],
         "guests": [f"g{i}" for i in range(guests)],
-        "run_dir": workdir() / "run" / f"qemu-{tag}",
+        "run_dir": paths.workdir() / "run" / f"qemu-{tag}",
     }
 
 
@@ -337,27 +326,6 @@ class Cluster:
             raise TestbedError(f"command in guest {self.guests[self._index(g)]} failed "
                                f"({cp.returncode}): {argv[-1]}\n{(err or out).strip()[-2000:]}")
         return cp
-
-    def mpi_argv(self, mpi: str, rank_guests: Sequence[str] | None = None, *,
-                 ranks: int = 2, transport: str = "tcp") -> list[str]:
-        """Launcher command to run INSIDE the first rank's guest (pass it to
-        :meth:`run` with the benchmark appended); rank i runs in guest
-        ``rank_guests[i]`` (guest names ``g0``...), reached over ssh."""
-        if rank_guests is None:
-            rank_guests = [self.guests[i % len(self.guests)] for i in range(ranks)]
-        if mpi == "openmpi":
-            argv = ["env", *(f"{k}={v}" for k, v in OMPI_ROOT_ENV.items()), "mpirun",
-                    *mpi_host_args("openmpi", rank_guests),
-                    "--mca", "oob_tcp_if_include", self.subnet, "--bind-to", "none"]
-            if transport == "tcp":
-                argv += ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp",
-                         "--mca", "btl_tcp_if_include", self.subnet]
-            return argv
-        if mpi == "mpich":
-            env = ["env"] + (["UCX_TLS=tcp,self", "MPIR_CVAR_NOLOCAL=1"] if transport == "tcp" else [])
-            return env + ["mpiexec.mpich", "-launcher", "ssh", "-bind-to", "none",
-                          *mpi_host_args("mpich", rank_guests)]
-        raise ValueError(f"unknown MPI {mpi!r}; expected 'openmpi' or 'mpich'")
 
 
 class QemuCluster(GuardedTestbed):

@@ -28,10 +28,10 @@ launcher (``srun --mpi=... -n 2``) creates the step with both ranks.
 Every measurement of a testbed asks for the same allocation shape (so the
 measurements of one testbed can share one allocation: group resources that
 are strings must be equal, and ``tasks`` and ``tasks_per_node`` must not be
-mixed).  The shape is what the largest ping-pong needs: two ranks on one node,
-or for multi-node testbeds two nodes (``net`` path, one rank per node) with up
-to two ranks per node (``shm``/``tcp`` paths on the first node).  qperf runs
-its client and server on the first node.
+mixed).  The shape is what the study's most demanding configuration on that
+testbed needs, computed from the launches themselves: the most nodes any of
+them uses and the most ranks any of them puts on one node (e.g. an
+intra-node placement run, all ranks on one node).
 
 Grouping (:func:`group`): all measurements of one testbed form one Slurm
 group; ``--group-components <group>=N`` puts N of them into one allocation
@@ -40,8 +40,9 @@ group; ``--group-components <group>=N`` puts N of them into one allocation
 
 from __future__ import annotations
 
-PINGPONG_RANKS = 2  # a ping-pong has exactly two ranks
-PINGPONG_MAX_NODES = 2  # intra-node (shm, tcp) or one rank on each of two nodes (net)
+from .benchmarks import REGISTRY
+from .matrix import Configuration
+from .testbeds import kind
 
 
 def _launcher_names(tb: dict) -> str:
@@ -51,20 +52,18 @@ def _launcher_names(tb: dict) -> str:
     return "+".join(names) or "srun"
 
 
-def allocation(tb: dict, placement_ranks: int | None = None) -> dict:
-    """The allocation shape of one measurement on testbed ``tb``.  With the
-    placement experiment (``placement_ranks`` ranks) every node must be able
-    to hold all of them (the intra-node placement), and all measurements of
-    a testbed share one shape (they share group jobs)."""
-    nodes = max(1, min(int(tb["nodes"]), PINGPONG_MAX_NODES))
+def allocation(tb: dict, configs: list[Configuration]) -> dict:
+    """The allocation shape shared by the measurements ``configs`` of testbed ``tb``."""
+    k = kind(tb)
+    shapes = [k.shape(REGISTRY[c.benchmark], c.settings) for c in configs if c.testbed == tb["name"]]
+    nodes = min(int(tb["nodes"]), max([n for _, n, _ in shapes], default=1))
+    per_node = max([p for _, _, p in shapes], default=1)
     if nodes == 1:
-        shape = {"nodes": 1, "tasks": PINGPONG_RANKS}
-    elif placement_ranks:
-        shape = {"nodes": int(tb["nodes"]), "tasks_per_node": max(int(placement_ranks), 2)}
-    else:
-        per_node = min(PINGPONG_RANKS, int(tb.get("ranks_per_node", 1)))
-        # the executor rejects tasks_per_node <= 1 for MPI jobs: use tasks then
-        shape = {"nodes": nodes, "tasks_per_node": per_node} if per_node > 1 else {"nodes": nodes, "tasks": nodes}
+        shape = {"nodes": 1, "tasks": max([r for r, _, _ in shapes], default=1)}
+    elif per_node > 1:
+        shape = {"nodes": nodes, "tasks_per_node": per_node}
+    else:  # the executor rejects tasks_per_node <= 1 for MPI jobs: use tasks then
+        shape = {"nodes": nodes, "tasks": nodes}
     shape["cpus_per_task"] = 1
     shape["mpi"] = _launcher_names(tb)
     # Whole nodes: nothing else (other users' jobs, our own post-processing)
@@ -73,8 +72,9 @@ def allocation(tb: dict, placement_ranks: int | None = None) -> dict:
     return shape
 
 
-def resources(tb: dict, benchmark: str, placement_ranks: int | None = None) -> dict:
-    """sbatch resources for one measurement on testbed ``tb``.
+def resources(tb: dict, configs: list[Configuration]) -> dict:
+    """sbatch resources for one measurement on testbed ``tb`` (``configs``:
+    the study's configurations, see :func:`allocation`).
 
     ``runtime`` (minutes) is the wall-time limit of one measurement; a group
     job asks for the sum over its measurements.  Keys that the testbed does not
@@ -91,17 +91,17 @@ def resources(tb: dict, benchmark: str, placement_ranks: int | None = None) -> d
         out["constraint"] = s["constraint"]
     if s.get("qos"):
         out["qos"] = s["qos"]
-    out.update(allocation(tb, placement_ranks))
+    out.update(allocation(tb, configs))
     return out
 
 
-def group(tb: dict, benchmark: str) -> str:
+def group(tb: dict) -> str:
     """One Slurm group per testbed and node count: ``<testbed>.n<nodes>``.
 
-    Both benchmark families share it, so an allocation that holds all
-    measurements of a testbed runs them in the study's interleaved order
-    (inside a group job Snakemake follows the job priorities, see
-    :func:`hpcvirt.matrix.priorities`); separate groups per family would run
-    all ping-pongs first and all raw TCP tests after them.
+    Every benchmark shares it, so an allocation that holds all measurements
+    of a testbed runs them in the study's interleaved order (inside a group
+    job Snakemake follows the job priorities, see
+    :func:`hpcvirt.matrix.priorities`); separate groups per benchmark would
+    run all ping-pongs first and all raw TCP tests after them.
     """
     return f"{tb['name']}.n{tb['nodes']}"

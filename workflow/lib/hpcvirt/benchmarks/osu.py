@@ -50,7 +50,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hpcvirt.tidy import Measurement, ParseError
+from ..tidy import Measurement, ParseError
+from .common import error_re
+from . import PATHS, Benchmark, Choices, Int, Job, Mpis, PinnedSource
 
 TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
 DATATYPE_RE = re.compile(r"^# Datatype: (?P<datatype>\w+)\.?\s*$")
@@ -60,19 +62,7 @@ NUMBER_RE = re.compile(r"^\d+(?:\.\d+)?$")
 
 # Text that only appears when the MPI library, the launcher or the benchmark
 # itself reports a failure or refuses to run.
-ERROR_RE = re.compile(
-    r"mpirun (?:detected|noticed|was unable)"
-    r"|Primary job\s+terminated"
-    r"|MPI_ABORT|MPI_Abort|^Abort\("
-    r"|BAD TERMINATION|APPLICATION TERMINATED"
-    r"|requires exactly two processes"
-    r"|requires at least two processes"
-    r"|Invalid option"
-    r"|^\s*Usage:"
-    r"|Segmentation fault"
-    r"|srun: error",
-    re.MULTILINE,
-)
+ERROR_RE = error_re(r"requires exactly two processes", r"requires at least two processes", r"Invalid option", r"^\s*Usage:")
 
 # Title text (between "OSU MPI" and "Test") -> benchmark name.
 BENCHMARKS: dict[str, str] = {
@@ -209,3 +199,69 @@ def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
                 )
             )
     return measurements
+
+
+# ------------------------------------------------------------- declaration
+
+#: Where each test lives below the testbed's ``binary`` directory: the build
+#: tree's ``c/mpi`` (OSU 7.x) or a Spack prefix's ``libexec/osu-micro-benchmarks/mpi``.
+TESTS = {
+    "osu_latency": "pt2pt/standard",
+    "osu_bw": "pt2pt/standard",
+    "osu_bibw": "pt2pt/standard",
+    "osu_allreduce": "collective/blocking",
+    "osu_alltoall": "collective/blocking",
+}
+PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")}
+
+
+class OSU(Benchmark):
+    name = "osu"
+    experiment = "osu"
+    title = "OSU Micro-Benchmarks 7.4: point-to-point latency/bandwidth and collectives (Atif et al.)"
+    params = {
+        "mpis": Mpis(),
+        "tests": Choices(tuple(TESTS), "OSU tests; point-to-point ones run 2 ranks, collectives `ranks` ranks.",
+                         sweep="test"),
+        "paths": Choices(PATHS, "Data paths (as for the ping-pong); `net` spreads the ranks over two hosts.",
+                         sweep="path", offered_by="path"),
+        "ranks": Int("Ranks of the collective tests.", 4, minimum=2, maximum=4096),
+        "min_bytes": Int("Smallest message size (`-m min:max`).", 1, minimum=1, maximum=1 << 30),
+        "max_bytes": Int("Largest message size; a sweep that stops earlier is rejected as truncated.", 4194304,
+                         minimum=1, maximum=1 << 30),
+        "iterations": Int("Timed iterations per size (`-i`).", 1000, minimum=1, maximum=10_000_000),
+        "warmup": Int("Untimed iterations per size before them (`-x`).", 100, minimum=0, maximum=1_000_000),
+    }
+    build = PinnedSource("osu-micro-benchmarks", "7.4")
+    metrics = {"latency_avg": "us", "latency_min": "us", "latency_max": "us", "latency_p{n}": "us",
+               "bandwidth": "MB/s", "bandwidth_p{n}": "MB/s"}
+    success = ("a title, a column header and a complete numeric row for every size up to max_bytes, "
+               "and no launcher/MPI error text")
+
+    def normalize(self, s: dict) -> dict:
+        if s["test"] in PT2PT:
+            s = dict(s, ranks=2)
+        return s
+
+    def raw_params(self, s: dict) -> str:
+        return (f"{s['mpi']}-{s['path']}_{s['test']}_n{s['ranks']}_{s['min_bytes']}-{s['max_bytes']}"
+                f"_i{s['iterations']}x{s['warmup']}")
+
+    def job(self, s: dict, entry: dict) -> Job:
+        argv = [f"{entry['binary']}/{TESTS[s['test']]}/{s['test']}", "-m", f"{s['min_bytes']}:{s['max_bytes']}",
+                "-i", str(s["iterations"]), "-x", str(s["warmup"])]
+        ranks = s["ranks"]
+        return Job(argv, mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks,
+                   path=s["path"])
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"max_bytes": s["max_bytes"], "test": s["test"]}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        rows = parse(raw, expected_max_bytes=expected.get("max_bytes"))
+        if expected.get("test") and rows[0].benchmark != expected["test"]:
+            raise ParseError(raw, f"the output is of {rows[0].benchmark}, but {expected['test']} was run")
+        return rows
+
+
+BENCHMARK = OSU()

@@ -20,6 +20,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import read_text
+from . import Benchmark, Choices, Int, Job, Package
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
 FIELD_RE = re.compile(r"^\s+(?P<key>\w+)\s+=\s+(?P<value>\d+(?:\.\d+)?)\s+(?P<unit>ns|bytes/sec|bytes)\s*$")
@@ -75,3 +76,59 @@ def parse(path, *, expected_sizes: list[int] | None = None) -> list[Measurement]
         if missing:
             raise ParseError(path, f"truncated: no result for sizes {missing}")
     return out
+
+
+# ------------------------------------------------------------- declaration
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """min_bytes * factor^k up to max_bytes (qperf's ``-oo msg_size:MIN:MAX:*F``)."""
+    out, s = [], min_bytes
+    while s <= max_bytes:
+        out.append(s)
+        s *= factor
+    return out
+
+
+class Qperf(Benchmark):
+    name = "qperf"
+    experiment = "tcp"
+    title = "Raw TCP below MPI with qperf 0.4 (tcp_lat one-way latency, tcp_bw streaming bandwidth)"
+    params = {
+        "tests": Choices(("tcp_lat", "tcp_bw"), "qperf tests.", sweep="test"),
+        "min_bytes": Int("First size; sizes are `min_bytes * factor^k` up to `max_bytes`.", minimum=1,
+                         maximum=1 << 30),
+        "max_bytes": Int("Upper bound of the sizes.", minimum=1, maximum=1 << 30),
+        "factor": Int("Ratio between consecutive sizes.", 4, minimum=2, maximum=1024),
+        "seconds_per_size": Int("qperf `-t`: seconds per size (qperf accepts whole seconds only).", 1,
+                                minimum=1, maximum=60),
+    }
+    raw_template = "{test}_{min_bytes}-{max_bytes}x{factor}_t{seconds_per_size}"
+    build = Package(("qperf",))
+    mpi = False
+    testbed_keys = {
+        "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:-]+$", "default": "127.0.0.1",
+                        "description": "Where the server listens on a one-host testbed (inside the private "
+                                       "namespace of the measurement); multi-host testbeds use the second host."},
+        "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": 19765,
+                 "description": "Listen port of the server."},
+    }
+    metrics = {"latency": "us", "bandwidth": "MB/s"}
+    success = "a result with value and size for every requested size, and no connection error"
+
+    def job(self, s: dict, entry: dict) -> Job:
+        port = str(entry["port"])
+        qperf = [entry["binary"], *entry.get("args", [])]
+        argv = [*qperf, "-lp", port, "-t", str(s["seconds_per_size"]), "-vu", "-uu", "-oo",
+                f"msg_size:{s['min_bytes']}:{s['max_bytes']}:*{s['factor']}", "{peer}", s["test"]]
+        return Job(argv, mpi=None, ranks=2, server_argv=[*qperf, "--listen_port", port],
+                   probe_argv=[*qperf, "-lp", port, "-t", "1", "{peer}", "conf"], port=int(port))
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"sizes": sizes(s["min_bytes"], s["max_bytes"], s["factor"]), "test": s["test"]}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        return parse(raw, expected_sizes=expected.get("sizes"))
+
+
+BENCHMARK = Qperf()

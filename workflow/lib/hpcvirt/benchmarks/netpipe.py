@@ -26,6 +26,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
+from . import PATHS, Benchmark, Int, Job, Mpis, Package, Choices
 
 LINE_RE = re.compile(
     r"^\s*(?P<idx>\d+):\s+(?P<bytes>\d+) bytes\s+(?P<times>\d+) times -->\s+"
@@ -74,3 +75,43 @@ def parse(path, *, expected_max_bytes: int | None = None, benchmark: str = "netp
             path, f"truncated: the sweep stopped at {last} bytes, expected up to {expected_max_bytes} bytes"
         )
     return out
+
+
+# ------------------------------------------------------------- declaration
+
+#: The interconnect label of each data path (tidy column ``interconnect``).
+PATH_INTERCONNECT = {"shm": "shm", "tcp": "tcp-loopback", "net": "tcp"}
+
+
+class NetPIPE(Benchmark):
+    name = "netpipe"
+    experiment = "pingpong"
+    title = "MPI ping-pong with NetPIPE 3.7 (latency = half round trip, bandwidth = size / half round trip)"
+    params = {
+        "mpis": Mpis(),
+        "paths": Choices(PATHS, "Data paths: `shm` shared memory on one host, `tcp` TCP over loopback on one host, "
+                         "`net` TCP across hosts/guests; each runs where the testbed defines it "
+                         "(`mpi.<mpi>.paths`).", sweep="path", offered_by="path"),
+        "min_bytes": Int("Smallest message size (NetPIPE `-l`).", minimum=1, maximum=1 << 30),
+        "max_bytes": Int("Largest message size (NetPIPE `-u`); a sweep that stops earlier is rejected as "
+                         "truncated.", minimum=1, maximum=1 << 30),
+    }
+    raw_template = "{mpi}-{path}_{min_bytes}-{max_bytes}"
+    build = Package(("netpipe-openmpi", "netpipe-mpich2"))
+    metrics = {"latency": "us", "bandwidth": "Mbit/s"}
+    success = ("every size from min_bytes to max_bytes has a complete result line, sizes increase, "
+               "and no launcher/MPI error text appears")
+
+    def job(self, s: dict, entry: dict) -> Job:
+        argv = [entry["binary"], "-l", str(s["min_bytes"]), "-u", str(s["max_bytes"]), "-p", "0", "-o", "/dev/null"]
+        # two ranks: on one host for shm/tcp, one per host for net
+        return Job(argv, mpi=s["mpi"], ranks=2, block=1 if s["path"] == "net" else 2, path=s["path"])
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"max_bytes": s["max_bytes"], "min_bytes": s["min_bytes"]}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        return parse(raw, expected_max_bytes=expected.get("max_bytes"))
+
+
+BENCHMARK = NetPIPE()

@@ -49,7 +49,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hpcvirt.tidy import Measurement, ParseError
+from ..tidy import Measurement, ParseError
+from .common import error_re
+from . import PATHS, Benchmark, Choices, Ints, Job, Mpis, PinnedSource
 
 COMPLETED_RE = re.compile(r"^\s*(?P<name>[A-Z][A-Z0-9-]*) Benchmark Completed\.?\s*$", re.MULTILINE)
 FIELD_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z /]*?)\s*=\s*(?P<value>.*?)\s*$")
@@ -59,16 +61,7 @@ CLASS_RE = re.compile(r"^[A-Z]$")
 
 # Text that only appears when the MPI library, the launcher or the benchmark
 # itself reports a failure.
-ERROR_RE = re.compile(
-    r"mpirun (?:detected|noticed|was unable)"
-    r"|Primary job\s+terminated"
-    r"|MPI_ABORT|MPI_Abort|^Abort\("
-    r"|BAD TERMINATION|APPLICATION TERMINATED"
-    r"|^\s*\*\*\* ERROR|^\s*Error:"
-    r"|Segmentation fault"
-    r"|srun: error",
-    re.MULTILINE,
-)
+ERROR_RE = error_re(r"^\s*\*\*\* ERROR", r"^\s*Error:")
 
 REQUIRED = (
     "Class",
@@ -162,3 +155,47 @@ def parse(path) -> list[Measurement]:
         )
         for metric, unit, value in values
     ]
+
+
+# ------------------------------------------------------------- declaration
+
+KERNELS = ("cg", "ep", "ft", "is", "lu", "mg")
+
+
+class NPB(Benchmark):
+    name = "npb"
+    experiment = "npb"
+    title = "NAS Parallel Benchmarks 3.4.1 (MPI) kernels: Mop/s and time, verified (Expósito et al., Atif et al.)"
+    params = {
+        "mpis": Mpis(),
+        "kernels": Choices(KERNELS, "Kernels; each binary is `<binary>/<kernel>.<class>.x`.", sweep="kernel"),
+        "classes": Choices(("S", "W", "A", "B", "C"), "Problem classes.", ["S"], sweep="klass"),
+        "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
+        "paths": Choices(PATHS, "Data paths; `net` spreads the ranks over two hosts.", ["shm"], sweep="path",
+                         offered_by="path"),
+    }
+    raw_template = "{mpi}-{path}_{kernel}.{klass}_n{ranks}"
+    build = PinnedSource("NPB", "3.4.1")
+    metrics = {"mops_total": "Mop/s", "mops_per_process": "Mop/s", "time": "s"}
+    success = "one result summary with every field, Verification = SUCCESSFUL, no error text"
+
+    def job(self, s: dict, entry: dict) -> Job:
+        ranks = s["ranks"]
+        return Job([f"{entry['binary']}/{s['kernel']}.{s['klass']}.x"], mpi=s["mpi"], ranks=ranks,
+                   block=-(-ranks // 2) if s["path"] == "net" else ranks, path=s["path"])
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"kernel": s["kernel"], "class": s["klass"], "ranks": s["ranks"]}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        rows = parse(raw)
+        got = (rows[0].benchmark, rows[0].variant, rows[0].ranks)
+        want = (f"npb-{expected.get('kernel', got[0][4:])}", expected.get("class", got[1]),
+                expected.get("ranks", got[2]))
+        if got != want:
+            raise ParseError(raw, f"the output is {got[0]} class {got[1]} on {got[2]} processes, but "
+                                  f"{want[0]} class {want[1]} on {want[2]} was run")
+        return rows
+
+
+BENCHMARK = NPB()

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
+from ..placement import chain_messages, placement_label
+from . import Benchmark, Bool, Compiled, Group, Int, Ints, Job, Mpis
 
 SINGLE = ("ranks", "steps", "warmup", "halo_bytes", "messages", "messages_network", "time_total_s")
 
@@ -104,3 +106,69 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
         Measurement("advect", "messages_network", "count", v["messages_network"], **common),
         Measurement("advect", "network_share", "fraction", share, **common),
     ]
+
+
+# ------------------------------------------------------------- declaration
+
+
+class Advect(Benchmark):
+    name = "advect"
+    experiment = "placement"
+    title = ("Process placement (Nanos et al.): the project's 3-D advection-diffusion stencil "
+             "(workflow/src/advect.c) on a chain of ranks, placed in blocks per host or guest")
+    params = {
+        "mpis": Mpis(default=["openmpi"]),
+        "ranks": Int("Ranks of the chain (1-D decomposition along z).", 4, minimum=2, maximum=4096),
+        "ranks_per_block": Ints(
+            "One configuration each: blocks of this many consecutive ranks per host, round-robin over the hosts "
+            "(Slurm's plane distribution). >= `ranks` = intra-node (no message crosses the network), 1 = "
+            "inter-node (every message crosses), between = mixed. With 16 ranks on 2 hosts, `[8, 2, 1]` sends "
+            "6.7 %, 46.7 % and 100 % of the messages across, the placements of Nanos et al.",
+            [4, 2, 1], minimum=1, maximum=4096, sweep="block"),
+        "grid": Group({
+            "x": Int("Points of the halo plane along x (message size = x*y*8 bytes).", 32, minimum=1, maximum=4096),
+            "y": Int("Points of the halo plane along y.", 32, minimum=1, maximum=4096),
+            "z_per_rank": Int("Planes owned by each rank (compute per step).", 16, minimum=1, maximum=4096),
+        }, "Points per rank: x and y span the halo plane, z_per_rank planes are owned by each rank."),
+        "steps": Int("Timed steps (one halo exchange with each neighbour and one stencil update each).", 1000,
+                     minimum=1, maximum=10_000_000),
+        "warmup": Int("Untimed steps before them.", 20, minimum=0, maximum=1_000_000),
+        "verify": Bool("After the timed steps rank 0 recomputes the domain serially; a different checksum "
+                       "rejects the run.", True),
+    }
+    build = Compiled("workflow/src/advect.c", "workflow/scripts/build-advect.sh",
+                     host_binary=r"^\.hpcvirt/bin/advect-(openmpi|mpich)$", packages=("gcc",))
+    min_hosts = 2
+    unoffered_hint = ("the placement experiment needs a testbed with two or more hosts or guests (nodes >= 2) and "
+                      "mpi.<mpi>.advect; on one-host testbeds set experiments.placement.enabled: false")
+    metrics = {"time_per_step": "us", "compute_per_step": "us", "comm_per_step": "us", "messages": "count",
+               "messages_network": "count", "network_share": "fraction"}
+    success = ("an `end` line, verification SUCCESSFUL (or SKIPPED when verify is off), and rank, step and "
+               "message counts equal to those the requested placement implies")
+
+    def normalize(self, s: dict) -> dict:
+        return {"mpi": s["mpi"], "ranks": s["ranks"], "block": min(s["block"], s["ranks"]),
+                "grid": dict(s["grid"]), "steps": s["steps"], "warmup": s["warmup"], "verify": s["verify"]}
+
+    def raw_params(self, s: dict) -> str:
+        g = s["grid"]
+        return (f"{s['mpi']}-n{s['ranks']}-b{s['block']}_{g['x']}x{g['y']}x{g['z_per_rank']}"
+                f"_s{s['steps']}w{s['warmup']}" + ("" if s["verify"] else "-nv"))
+
+    def job(self, s: dict, entry: dict) -> Job:
+        g = s["grid"]
+        argv = [entry["binary"], "-x", str(g["x"]), "-y", str(g["y"]), "-z", str(g["z_per_rank"]),
+                "-s", str(s["steps"]), "-w", str(s["warmup"])] + ([] if s["verify"] else ["-n"])
+        return Job(argv, mpi=s["mpi"], ranks=s["ranks"], block=s["block"])
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        messages, network = chain_messages(rank_hosts, s["steps"])
+        return {"ranks": s["ranks"], "steps": s["steps"], "messages": messages, "messages_network": network,
+                "placement": placement_label(s["ranks"], s["block"]), "block": s["block"],
+                "variant": f"{s['block']} per block", "warmup": f"{s['warmup']} untimed steps"}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        return parse(raw, expected=expected)
+
+
+BENCHMARK = Advect()

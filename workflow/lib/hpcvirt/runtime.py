@@ -1,0 +1,124 @@
+"""Container runtimes as a wrapper around the ranks (hybrid MPI model).
+
+In the hybrid model the launcher stays on the host (``srun --mpi=pmix`` or the
+host's ``mpirun``) and every rank is started *through* a container runtime, so
+the application links the MPI library inside the image while the host's
+process manager provides PMIx.  :mod:`hpcvirt.preflight` checks that host and
+image agree before a benchmark runs; :mod:`hpcvirt.stack` identifies them.
+
+Testbed runtime settings (``runtime`` dicts) look like::
+
+    {"kind": "none"}
+    {"kind": "charliecloud", "image": "/path/img.sqfs",
+     "join": True, "join_ct": None, "bind": ["/scratch"], "env": {"K": "V"}}
+    {"kind": "apptainer", "image": "/path/img.sif", "bind": ["/scratch:/scratch"],
+     "env": {"K": "V"}, "flags": ["--nv"]}
+
+``"singularity"`` is accepted as a kind with the same keys as ``apptainer``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import Any, Mapping
+
+NATIVE_KINDS = {"none", "native", "", None}
+APPTAINER_KINDS = {"apptainer", "singularity"}
+
+
+def _image(runtime: Mapping[str, Any]) -> str:
+    image = runtime.get("image")
+    if not image:
+        raise ValueError(f"container runtime {runtime.get('kind')!r} needs an 'image'")
+    return os.fspath(image)
+
+
+def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False) -> list[str]:
+    """Argv that wraps ONE rank's command for the given testbed runtime.
+
+    The result goes between the launcher and the program:
+    ``[*launcher, *container_prefix(rt), prog, *args]``.  Never put an
+    ``mpirun`` inside the container: the launcher is the host's.
+
+    ``single=True`` builds the prefix for a lone process (the preflight
+    probes): Charliecloud's ``--join`` is left out because it needs a peer
+    group that only exists under a launcher.
+
+    Charliecloud (``ch-run`` 0.31, Debian ``charliecloud-runtime``):
+      * ``--join`` makes all ranks of a node share one container (one mount
+        and user namespace), which Open MPI needs for its shared-memory/CMA
+        path; without it Open MPI cannot use CMA between ranks.
+      * ``--join`` reads the peer-group size from the launcher
+        (``OMPI_COMM_WORLD_LOCAL_SIZE`` under Open MPI, ``SLURM_*`` under
+        srun).  MPICH's hydra does not export one it understands, so set
+        ``join_ct`` (ranks per node) there, which yields ``--join-ct=N``.
+      * the image may be a SquashFS file (mounted by ch-run's built-in
+        squashfuse; needs a usable /dev/fuse, so on hosts where it is mode
+        0600 only root can use it) or an unpacked directory (``unsquashfs
+        -d DIR IMG``), which works for root and unprivileged users.
+      * ch-run refuses to start without ``$USER``: see :func:`launch_env`.
+
+    Apptainer/Singularity: ``exec`` with ``--bind`` for each entry.  No
+    ``--cleanenv``: the ranks need the launcher's ``PMIX_*``/``OMPI_*``/
+    ``SLURM_*`` variables.
+    """
+    rt = dict(runtime or {})
+    kind = rt.get("kind", "none")
+    if kind in NATIVE_KINDS:
+        return []
+
+    if kind == "charliecloud":
+        argv = [str(rt.get("exe", "ch-run"))]
+        if not single:
+            join_ct = rt.get("join_ct")
+            if join_ct:
+                argv.append(f"--join-ct={int(join_ct)}")
+            elif rt.get("join", True):
+                argv.append("--join")
+            if rt.get("join_tag"):
+                argv.append(f"--join-tag={rt['join_tag']}")
+        for b in rt.get("bind", []) or []:
+            argv.append(f"--bind={b}")
+        for k, v in sorted((rt.get("env") or {}).items()):
+            argv.append(f"--set-env={k}={v}")
+        if rt.get("private_tmp"):
+            argv.append("--private-tmp")
+        argv.extend(str(f) for f in rt.get("flags", []) or [])
+        argv += [_image(rt), "--"]
+        return argv
+
+    if kind in APPTAINER_KINDS:
+        argv = [str(rt.get("exe", kind)), "exec"]
+        binds = [str(b) for b in rt.get("bind", []) or []]
+        if binds:
+            argv += ["--bind", ",".join(binds)]
+        for k, v in sorted((rt.get("env") or {}).items()):
+            argv += ["--env", f"{k}={v}"]
+        argv.extend(str(f) for f in rt.get("flags", []) or [])
+        argv.append(_image(rt))
+        return argv
+
+    raise ValueError(f"unknown container runtime kind {kind!r}")
+
+
+def launch_env(runtime: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment variables to ADD to the launcher's environment.
+
+    ``ch-run`` exits with ``$USER not set`` when USER is missing (as in some
+    batch and CI environments); this returns ``{"USER": <name>}`` then.
+    Open MPI run as root needs the two ``OMPI_ALLOW_RUN_AS_ROOT*`` variables;
+    they are added when the current uid is 0.
+    """
+    env = os.environ if environ is None else environ
+    add: dict[str, str] = {}
+    kind = (runtime or {}).get("kind", "none")
+    if kind == "charliecloud" and not env.get("USER"):
+        try:
+            add["USER"] = getpass.getuser()
+        except Exception:  # no passwd entry
+            add["USER"] = str(os.getuid())
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        add.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        add.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return add

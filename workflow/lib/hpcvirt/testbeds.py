@@ -1,0 +1,261 @@
+"""Testbed kinds: how a benchmark's job becomes the exact command of one
+measurement on a testbed.
+
+A kind (``native``, ``netns-bridge``, ``qemu``) is a class with one way to
+name its hosts, one exec prefix (run a command on host *i*) and one way to
+build a launch; a container runtime (:mod:`hpcvirt.runtime`) wraps the ranks
+of a native testbed.  Every MPI flag, launcher option and environment
+variable comes from the testbed file (``mpi.<mpi>.launcher``, ``.env``,
+``.paths.<path>``, ``.<benchmark>``), with its placeholders filled here:
+
+``{ranks}`` ``{nodes}`` ``{block}``
+    ranks, hosts used, ranks per block (every kind);
+``{rank_hosts}`` ``{host_counts}`` ``{subnet}``
+    the host of every rank (``h0,h0,h1``), the same as runs (``h0:2,h1:1``)
+    and the private subnet (netns-bridge, qemu);
+``{agent}``
+    the remote-shell agent into a namespace (netns-bridge).
+
+The result is a :class:`Launch`: argv lists (never a shell string), the
+environment the testbed asks for, and an optional server process.
+:func:`hpcvirt.execute.execute` runs it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .benchmarks import REGISTRY, Benchmark, Job
+from .benchmarks.common import fill
+from .benchmarks.netpipe import PATH_INTERCONNECT
+from .netns import agent_path
+from .placement import hosts_used, plane_hosts, run_length
+from .runtime import container_prefix, launch_env
+
+# Keeps only rank 0's standard output (see the script).  Relative to the
+# workflow's working directory, where every job runs.
+RANK0_STDOUT = "./workflow/scripts/rank0-stdout"
+
+# The same rank-0-only standard output, inline, for guests that do not have
+# the repository's script.
+RANK0_INLINE = [
+    "sh",
+    "-c",
+    'r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-0}}}; if [ "$r" = 0 ]; then exec "$@" 2>&1; fi; exec "$@" >/dev/null',
+    "rank0-stdout",
+]
+
+
+@dataclass
+class Launch:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    server_argv: list[str] | None = None
+    server_port: int | None = None
+    server_probe_argv: list[str] | None = None
+    isolation: str = "netns"
+    ranks: int = 1
+    nodes: int = 1
+    ranks_per_node: int = 1
+    mpi: str = ""
+    interconnect: str = ""
+    expected: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _env_words(*envs: dict) -> list[str]:
+    merged: dict[str, str] = {}
+    for e in envs:
+        merged.update(e or {})
+    return ["env", *(f"{k}={v}" for k, v in merged.items())] if merged else []
+
+
+class Kind:
+    """One testbed kind.  ``bed`` is the object its context manager yields
+    (None for native testbeds)."""
+
+    name = ""
+    net_label = "net"          # interconnect label of MPI traffic between hosts
+
+    def __init__(self, tb: dict, bed=None):
+        self.tb, self.bed = tb, bed
+
+    def hosts(self) -> list[str]:
+        """Host names, rank placement uses them (before set-up: generic names)."""
+        return [f"node{i}" for i in range(self.tb["nodes"])]
+
+    def shape(self, bench: Benchmark, settings: dict) -> tuple[int, int, int]:
+        """(ranks, hosts used, most ranks on one host) of a configuration;
+        needs no set-up (Slurm allocation shapes come from it)."""
+        job = bench.job(settings, self.entry(bench, settings))
+        if job.mpi is None:
+            return (2, 1, 2) if self.name == "native" else (2, 2, 1)
+        nodes = hosts_used(self.place(job))
+        return job.ranks, nodes, math.ceil(job.ranks / nodes)
+
+    def place(self, job: Job) -> list[str]:
+        """The host of every rank: blocks of ``job.block`` ranks per host (plane distribution)."""
+        return plane_hosts(self.hosts(), job.ranks, job.block or job.ranks)
+
+    def on(self, i: int, cmd: list[str]) -> list[str]:
+        """argv that runs ``cmd`` on host ``i``."""
+        raise NotImplementedError
+
+    # -- MPI jobs
+    def values(self, job: Job, rank_hosts: list[str]) -> dict:
+        return {"ranks": job.ranks, "nodes": hosts_used(rank_hosts), "block": job.block or job.ranks}
+
+    def mpi_argv(self, job: Job, entry: dict, rank_hosts: list[str], wrap: bool = True) -> tuple[list[str], dict]:
+        """(argv, environment) of an MPI job; ``wrap``: keep rank 0's output only."""
+        raise NotImplementedError
+
+    def mpi_launcher(self, mpi: str, rank_hosts: list[str], path: str | None = None) -> list[str]:
+        """The argv prefix that starts ``len(rank_hosts)`` ranks of ``mpi``,
+        rank i on ``rank_hosts[i]``, over data path ``path``; append the
+        program (for tests and probes that run a command under MPI; every
+        rank's output is kept)."""
+        job = Job([], mpi=mpi, ranks=len(rank_hosts), path=path)
+        argv, _ = self.mpi_argv(job, {}, list(rank_hosts), wrap=False)
+        return argv
+
+    # -- client/server jobs
+    def client_server(self, job: Job, entry: dict) -> Launch:
+        raise NotImplementedError
+
+    def launch(self, bench: Benchmark, settings: dict) -> Launch:
+        entry = self.entry(bench, settings)
+        job = bench.job(settings, entry)
+        if job.mpi is None:
+            launch = self.client_server(job, entry)
+            launch.expected = bench.expected(settings, [])
+            return launch
+        rank_hosts = self.place(job)
+        argv, env = self.mpi_argv(job, entry, rank_hosts)
+        nodes = hosts_used(rank_hosts)
+        if job.path:
+            interconnect = PATH_INTERCONNECT[job.path]
+        else:  # the MPI picks shared memory inside a host, the network between hosts
+            interconnect = "shm" if nodes == 1 else f"shm+{self.net_label}"
+        return Launch(argv=argv, env=env, isolation=self.isolation(), ranks=job.ranks, nodes=nodes,
+                      ranks_per_node=math.ceil(job.ranks / nodes), mpi=job.mpi, interconnect=interconnect,
+                      expected=bench.expected(settings, rank_hosts))
+
+    def entry(self, bench: Benchmark, settings: dict) -> dict:
+        entry = self.tb["mpi"][settings["mpi"]] if bench.mpi else self.tb
+        if bench.name not in entry:
+            raise ValueError(f"testbed {self.tb['name']} does not offer {bench.name}"
+                             + (f" with {settings['mpi']}" if bench.mpi else ""))
+        return entry[bench.name]
+
+    def isolation(self) -> str:
+        return "none"   # the testbed's own namespaces isolate it
+
+
+class Native(Kind):
+    """Ranks on the host(s) themselves, started by the testbed's launcher
+    (``mpirun``, ``srun``); each rank optionally inside a container.  Host
+    names serve only the placement arithmetic: the launcher's own arguments
+    (``{block}``) place the ranks on real nodes."""
+
+    name = "native"
+
+    def isolation(self) -> str:
+        return self.tb.get("isolation", "netns")
+
+    def mpi_argv(self, job: Job, entry: dict, rank_hosts: list[str], wrap: bool = True) -> tuple[list[str], dict]:
+        mpi = self.tb["mpi"][job.mpi]
+        path = mpi["paths"][job.path] if job.path else {}
+        v = self.values(job, rank_hosts)
+        runtime = self.tb.get("runtime", {"kind": "none"})
+        argv = (fill(mpi["launcher"], **v) + fill(path.get("args", []), **v) + fill(entry.get("args", []), **v)
+                + ([RANK0_STDOUT] if wrap else []) + container_prefix(runtime) + job.argv)
+        env = {**launch_env(runtime), **mpi.get("env", {}), **path.get("env", {}), **entry.get("env", {})}
+        return argv, env
+
+    def client_server(self, job: Job, entry: dict) -> Launch:
+        runtime = self.tb.get("runtime", {"kind": "none"})
+        prefix = container_prefix(runtime, single=True)   # one process each, inside the image too
+        peer = entry.get("server_host", "127.0.0.1")
+        return Launch(argv=prefix + fill(job.argv, peer=peer), env={**launch_env(runtime), **entry.get("env", {})},
+                      server_argv=prefix + job.server_argv, server_port=job.port,
+                      # the server listens on every address: always give it a
+                      # private namespace of its own, whatever the testbed's isolation
+                      isolation="netns", ranks=2, nodes=1, ranks_per_node=2, mpi="none",
+                      interconnect="tcp-loopback")
+
+
+class _TwoHostKind(Kind):
+    """Hosts that are namespaces or guests of the project's own: the launcher
+    runs in the first host, the server of client/server jobs in the second."""
+
+    net_label = "tcp"
+    rank0: list[str] = []
+
+    def _bed(self):
+        if self.bed is None:
+            raise ValueError(f"testbed {self.tb['name']} ({self.tb['kind']}) needs its hosts set up first")
+        return self.bed
+
+    def values(self, job: Job, rank_hosts: list[str]) -> dict:
+        return {**super().values(job, rank_hosts), "rank_hosts": ",".join(rank_hosts),
+                "host_counts": ",".join(f"{h}:{n}" for h, n in run_length(rank_hosts)),
+                "subnet": self._bed().subnet}
+
+    def mpi_argv(self, job: Job, entry: dict, rank_hosts: list[str], wrap: bool = True) -> tuple[list[str], dict]:
+        mpi = self.tb["mpi"][job.mpi]
+        path = mpi["paths"][job.path] if job.path else {}
+        v = self.values(job, rank_hosts)
+        words = (_env_words(mpi.get("env"), path.get("env")) + fill(mpi["launcher"], **v)
+                 + fill(path.get("args", []), **v) + fill(entry.get("args", []), **v)
+                 + _env_words(entry.get("env")) + (self.rank0 if wrap else []) + job.argv)
+        return self.on(self.hosts().index(rank_hosts[0]), words), {}
+
+    def client_server(self, job: Job, entry: dict) -> Launch:
+        peer = self._bed().addresses[1]
+        return Launch(argv=self.on(0, fill(job.argv, peer=peer)), server_argv=self.on(1, job.server_argv),
+                      server_port=job.port, server_probe_argv=self.on(0, fill(job.probe_argv, peer=peer)),
+                      isolation="none", ranks=2, nodes=2, ranks_per_node=1, mpi="none", interconnect="tcp")
+
+
+class NetnsBridgeKind(_TwoHostKind):
+    """Hosts are network namespaces on a Linux bridge (:mod:`hpcvirt.netns`)."""
+
+    name = "netns-bridge"
+    rank0 = [RANK0_STDOUT]
+
+    def hosts(self) -> list[str]:
+        return list(self.bed.hosts) if self.bed else super().hosts()
+
+    def values(self, job: Job, rank_hosts: list[str]) -> dict:
+        return {**super().values(job, rank_hosts), "agent": str(agent_path())}
+
+    def on(self, i: int, cmd: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self._bed().hosts[i], *cmd]
+
+
+class QemuKind(_TwoHostKind):
+    """Hosts are QEMU guests on a bridge (:mod:`hpcvirt.qemu`), reached over ssh."""
+
+    name = "qemu"
+    rank0 = RANK0_INLINE           # the guests do not have the repository's script
+
+    def hosts(self) -> list[str]:
+        return list(self.bed.guests) if self.bed else super().hosts()
+
+    def on(self, i: int, cmd: list[str]) -> list[str]:
+        return self._bed().argv(i, cmd)
+
+
+KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, NetnsBridgeKind, QemuKind)}
+
+
+def kind(tb: dict, bed=None) -> Kind:
+    return KINDS[tb["kind"]](tb, bed)
+
+
+def launch(c, tb: dict, bed=None) -> Launch:
+    """The launch of configuration ``c`` (:class:`hpcvirt.matrix.Configuration`) on testbed ``tb``."""
+    return kind(tb, bed).launch(REGISTRY[c.benchmark], c.settings)
