@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .netns import (BENCH_NET, GuardedTestbed, TestbedError, _kill_pids, delete_netns,
+from .netns import (GuardedTestbed, host_addresses, TestbedError, _kill_pids, delete_netns,
                     list_netns, run, validate_tag)
 from .atomic import write_json
 from . import paths
@@ -95,13 +95,8 @@ def names(tag: str, guests: int = 2) -> dict:
 
 def guest_addresses(subnet: str, guests: int) -> tuple[ipaddress.IPv4Network, list[str], str]:
     """(network, guest addresses .1 .. .n, bridge address = last usable)."""
-    net = ipaddress.ip_network(subnet, strict=True)
-    if net.version != 4 or not net.subnet_of(BENCH_NET):
-        raise ValueError(f"subnet {subnet} must lie inside the benchmarking range {BENCH_NET}")
-    usable = list(net.hosts())
-    if len(usable) < guests + 1:
-        raise ValueError(f"subnet {subnet} too small for {guests} guests")
-    return net, [str(usable[i]) for i in range(guests)], str(usable[-1])
+    net, addresses = host_addresses(subnet, guests)
+    return net, addresses, str(list(net.hosts())[-1])
 
 
 def guest_mac(tag: str, i: int) -> str:

@@ -108,27 +108,29 @@ def _dpkg_version(pkg: str, prefix: Sequence[str], runner, timeout, env) -> str 
     return None
 
 
+def _first(pattern: str, text: str) -> str | None:
+    m = re.search(pattern, text, re.M)
+    return m.group(1) if m else None
+
+
 def parse_ompi_info(text: str) -> str | None:
     """Version from ``ompi_info --parsable`` (``ompi:version:full:4.1.4``)."""
-    m = re.search(r"^ompi:version:full:(\S+)", text, re.M)
-    return m.group(1) if m else None
+    return _first(r"^ompi:version:full:(\S+)", text)
 
 
 def parse_mpichversion(text: str) -> str | None:
-    m = re.search(r"MPICH Version:\s*(\S+)", text)
-    return m.group(1) if m else None
+    """Version from ``mpichversion`` (``MPICH Version: 4.0.2``)."""
+    return _first(r"MPICH Version:\s*(\S+)", text)
 
 
 def parse_pmix_info(text: str) -> str | None:
     """Version from ``pmix_info --parsable`` (``pmix:version:full:4.2.2rc2``)."""
-    m = re.search(r"^pmix:version:full:(\S+)", text, re.M)
-    return m.group(1) if m else None
+    return _first(r"^pmix:version:full:(\S+)", text)
 
 
 def parse_ucx_info(text: str) -> str | None:
     """Version from ``ucx_info -v`` (``# Library version: 1.18.1`` or ``# Version 1.13.1``)."""
-    m = re.search(r"#\s*(?:Library version:|Version)\s*(\d[\w.]*)", text)
-    return m.group(1) if m else None
+    return _first(r"#\s*(?:Library version:|Version)\s*(\d[\w.]*)", text)
 
 
 MPI_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
@@ -154,8 +156,7 @@ def mpi_identity(
     elif flavor == "mpich":
         out = _run([*prefix, "mpichversion"], runner, timeout, env)
         version = parse_mpichversion(out) if out else None
-        dev = re.search(r"MPICH Device:\s*(\S+)", out or "")
-        device = dev.group(1) if dev else None
+        device = _first(r"MPICH Device:\s*(\S+)", out or "")
         if version is None:
             version = _dpkg_version("libmpich12", prefix, runner, timeout, env)
     else:

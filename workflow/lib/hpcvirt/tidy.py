@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-# Column order of the tidy table (DESIGN.md section 4).
+# Column order of the tidy table; each column is described in workflow/schemas/tidy.schema.yaml
+# (a test checks that the two agree and validates archived rows against the schema).
 COLUMNS: tuple[str, ...] = (
     "run_id",
     "testbed",
@@ -40,7 +41,7 @@ COLUMNS: tuple[str, ...] = (
     "raw_path",
 )
 
-# Units a parser may emit.  Anything else is a bug in the parser.
+# Units a parser may emit (the schema's unit enum).  Anything else is a bug in the parser.
 UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s", "count", "fraction"})
 
 

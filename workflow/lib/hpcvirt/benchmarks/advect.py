@@ -40,7 +40,7 @@ from __future__ import annotations
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
 from ..placement import chain_messages, placement_label
-from . import Benchmark, Bool, Compiled, Group, Int, Ints, Job, Mpis
+from .base import Benchmark, Bool, Compiled, Group, Int, Ints, Job, Mpis
 
 SINGLE = ("ranks", "steps", "warmup", "halo_bytes", "messages", "messages_network", "time_total_s")
 

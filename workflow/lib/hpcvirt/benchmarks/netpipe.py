@@ -26,7 +26,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
-from . import PATHS, Benchmark, Int, Job, Mpis, Package, Choices
+from .base import Benchmark, Int, Job, Mpis, Package, Paths
 
 LINE_RE = re.compile(
     r"^\s*(?P<idx>\d+):\s+(?P<bytes>\d+) bytes\s+(?P<times>\d+) times -->\s+"
@@ -87,17 +87,15 @@ class NetPIPE(Benchmark):
     name = "netpipe"
     experiment = "pingpong"
     title = "MPI ping-pong with NetPIPE 3.7 (latency = half round trip, bandwidth = size / half round trip)"
+    build = Package(("netpipe-openmpi", "netpipe-mpich2"))
     params = {
         "mpis": Mpis(),
-        "paths": Choices(PATHS, "Data paths: `shm` shared memory on one host, `tcp` TCP over loopback on one host, "
-                         "`net` TCP across hosts/guests; each runs where the testbed defines it "
-                         "(`mpi.<mpi>.paths`).", sweep="path", offered_by="path"),
+        "paths": Paths(),
         "min_bytes": Int("Smallest message size (NetPIPE `-l`).", minimum=1, maximum=1 << 30),
         "max_bytes": Int("Largest message size (NetPIPE `-u`); a sweep that stops earlier is rejected as "
                          "truncated.", minimum=1, maximum=1 << 30),
     }
     raw_template = "{mpi}-{path}_{min_bytes}-{max_bytes}"
-    build = Package(("netpipe-openmpi", "netpipe-mpich2"))
     metrics = {"latency": "us", "bandwidth": "Mbit/s"}
     success = ("every size from min_bytes to max_bytes has a complete result line, sizes increase, "
                "and no launcher/MPI error text appears")

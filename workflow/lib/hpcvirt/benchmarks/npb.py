@@ -50,8 +50,8 @@ import re
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .common import error_re
-from . import PATHS, Benchmark, Choices, Ints, Job, Mpis, PinnedSource
+from .common import check_no_mpi_error, error_re
+from .base import Benchmark, Choices, Ints, Job, Mpis, Paths, PinnedSource
 
 COMPLETED_RE = re.compile(r"^\s*(?P<name>[A-Z][A-Z0-9-]*) Benchmark Completed\.?\s*$", re.MULTILINE)
 FIELD_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z /]*?)\s*=\s*(?P<value>.*?)\s*$")
@@ -88,10 +88,7 @@ def parse(path) -> list[Measurement]:
     path = Path(path)
     content = path.read_text(errors="replace")
 
-    error = ERROR_RE.search(content)
-    if error:
-        line = content[: error.start()].count("\n") + 1
-        raise ParseError(path, f"MPI/launcher/benchmark error text {error.group(0).strip()!r} at line {line}")
+    check_no_mpi_error(path, content, ERROR_RE)
 
     completed = list(COMPLETED_RE.finditer(content))
     if not completed:
@@ -171,8 +168,7 @@ class NPB(Benchmark):
         "kernels": Choices(KERNELS, "Kernels; each binary is `<binary>/<kernel>.<class>.x`.", sweep="kernel"),
         "classes": Choices(("S", "W", "A", "B", "C"), "Problem classes.", ["S"], sweep="klass"),
         "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
-        "paths": Choices(PATHS, "Data paths; `net` spreads the ranks over two hosts.", ["shm"], sweep="path",
-                         offered_by="path"),
+        "paths": Paths("Data paths; `net` spreads the ranks over two hosts.", ["shm"]),
     }
     raw_template = "{mpi}-{path}_{kernel}.{klass}_n{ranks}"
     build = PinnedSource("NPB", "3.4.1")

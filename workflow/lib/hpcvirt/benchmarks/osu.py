@@ -51,8 +51,8 @@ import re
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .common import error_re
-from . import PATHS, Benchmark, Choices, Int, Job, Mpis, PinnedSource
+from .common import check_no_mpi_error, error_re
+from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource
 
 TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
 DATATYPE_RE = re.compile(r"^# Datatype: (?P<datatype>\w+)\.?\s*$")
@@ -119,10 +119,7 @@ def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
     path = Path(path)
     content = path.read_text(errors="replace")
 
-    error = ERROR_RE.search(content)
-    if error:
-        line = content[: error.start()].count("\n") + 1
-        raise ParseError(path, f"MPI/launcher error text {error.group(0)!r} at line {line}")
+    check_no_mpi_error(path, content, ERROR_RE)
 
     benchmark = version = datatype = None
     columns: list[tuple[str | None, str | None]] | None = None
@@ -218,13 +215,13 @@ PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")}
 class OSU(Benchmark):
     name = "osu"
     experiment = "osu"
+    build = PinnedSource("osu-micro-benchmarks", "7.4")
     title = "OSU Micro-Benchmarks 7.4: point-to-point latency/bandwidth and collectives (Atif et al.)"
     params = {
         "mpis": Mpis(),
         "tests": Choices(tuple(TESTS), "OSU tests; point-to-point ones run 2 ranks, collectives `ranks` ranks.",
                          sweep="test"),
-        "paths": Choices(PATHS, "Data paths (as for the ping-pong); `net` spreads the ranks over two hosts.",
-                         sweep="path", offered_by="path"),
+        "paths": Paths("Data paths (as for the ping-pong); `net` spreads the ranks over two hosts."),
         "ranks": Int("Ranks of the collective tests.", 4, minimum=2, maximum=4096),
         "min_bytes": Int("Smallest message size (`-m min:max`).", 1, minimum=1, maximum=1 << 30),
         "max_bytes": Int("Largest message size; a sweep that stops earlier is rejected as truncated.", 4194304,
@@ -232,7 +229,6 @@ class OSU(Benchmark):
         "iterations": Int("Timed iterations per size (`-i`).", 1000, minimum=1, maximum=10_000_000),
         "warmup": Int("Untimed iterations per size before them (`-x`).", 100, minimum=0, maximum=1_000_000),
     }
-    build = PinnedSource("osu-micro-benchmarks", "7.4")
     metrics = {"latency_avg": "us", "latency_min": "us", "latency_max": "us", "latency_p{n}": "us",
                "bandwidth": "MB/s", "bandwidth_p{n}": "MB/s"}
     success = ("a title, a column header and a complete numeric row for every size up to max_bytes, "

@@ -20,7 +20,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import read_text
-from . import Benchmark, Choices, Int, Job, Package
+from .base import Benchmark, Choices, Int, Job, Package
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
 FIELD_RE = re.compile(r"^\s+(?P<key>\w+)\s+=\s+(?P<value>\d+(?:\.\d+)?)\s+(?P<unit>ns|bytes/sec|bytes)\s*$")

@@ -1,0 +1,165 @@
+"""Every declared benchmark is complete: a schema fragment, parser tests on
+captured outputs that emit only its declared metrics and units, every
+parameter documented, a raw path that encodes every parameter, and a dry run
+that schedules it on each testbed kind that offers it."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from hpcvirt import matrix
+from hpcvirt.benchmarks import MODULES, REGISTRY
+from hpcvirt.config import _apply_defaults, load_schema, load_study, load_testbed, offers
+from hpcvirt.tidy import UNITS, ParseError
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+TESTBEDS = {p.stem: load_testbed(p) for p in sorted((ROOT / "config/testbeds").glob("*.yaml"))}
+NAMES = REGISTRY.names()
+
+
+def test_registry_lists_every_module_once():
+    assert NAMES == [m for m in MODULES] and len(set(NAMES)) == len(NAMES)
+    declared = sorted(p.stem for p in (ROOT / "workflow/lib/hpcvirt/benchmarks").glob("*.py")
+                      if p.stem not in ("__init__", "base", "common"))
+    assert declared == sorted(MODULES), "a benchmark module is not in MODULES (or the reverse)"
+    assert len({b.experiment for b in REGISTRY}) == len(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_schema_fragment(name):
+    b = REGISTRY[name]
+    frag = b.schema()
+    jsonschema.Draft202012Validator.check_schema(frag)
+    assert load_schema("config.schema.yaml")["properties"]["experiments"]["properties"][b.experiment] == frag
+    assert set(frag["properties"]) == {"enabled", *b.params}
+    # a section with only its required keys is valid, and its defaults are valid too
+    minimal = {k: _example(p) for k, p in b.params.items() if p.required}
+    jsonschema.validate(minimal, frag)
+    jsonschema.validate(_apply_defaults(copy.deepcopy(minimal), frag), frag)
+    for unit in b.metrics.values():
+        assert unit in UNITS, f"{name}: unit {unit!r} is not a tidy unit"
+    assert b.success and b.title and b.build.describe()
+
+
+def _example(p):
+    return {"int": 8, "bool": True, "choice": p.choices[:1] and p.choices[0], "ints": [1],
+            "choices": list(p.choices[:1])}[p.kind]
+
+
+def _metric_ok(b, metric: str, unit: str) -> bool:
+    for m, u in b.metrics.items():
+        if re.fullmatch(re.escape(m).replace(r"\{n\}", r"\d+"), metric) and u == unit:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parser_on_captured_outputs(name):
+    """Its fixtures: at least one accepted and one rejected output, and every
+    accepted one gives only the metrics and units the declaration lists."""
+    b = REGISTRY[name]
+    files = sorted(p for p in (FIXTURES / name).iterdir() if p.name != "README.md")
+    accepted, rejected = [], []
+    for f in files:
+        try:
+            rows = b.parse(f, {})
+        except ParseError as exc:
+            assert str(f) in str(exc), "a rejection must name the file"
+            rejected.append(f)
+            continue
+        assert rows, f
+        bad = sorted({(r.metric, r.unit) for r in rows if not _metric_ok(b, r.metric, r.unit)})
+        assert not bad, f"{f.name}: undeclared metrics/units {bad}"
+        accepted.append(f)
+    assert accepted and rejected, f"{name}: needs captured outputs of a good and of a failed run"
+    tests = "".join(p.read_text() for p in (ROOT / "tests").glob("test_parsers_*.py"))
+    assert re.search(rf"from hpcvirt\.benchmarks import [^\n]*\b{name}\b", tests), f"no parser test imports {name}"
+
+
+def _documented() -> set[str]:
+    doc = (ROOT / "config/README.md").read_text()
+    return set(re.findall(r"^\| `([^`]+)`", doc, re.MULTILINE))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_parameter_documented(name):
+    b = REGISTRY[name]
+    documented = _documented()
+
+    def walk(prefix, params):
+        for k, p in params.items():
+            if p.kind == "group":
+                yield from walk(f"{prefix}.{k}", p.fields)
+            else:
+                yield f"{prefix}.{k}"
+
+    missing = [k for k in walk(f"experiments.{b.experiment}", b.all_params()) if k not in documented]
+    assert not missing, f"undocumented in config/README.md: {missing}"
+    entry = f"mpi.<mpi>.{name}" if b.mpi else name
+    assert f"{entry}.binary" in documented
+
+
+def _full_study() -> dict:
+    """Every experiment on every shipped testbed that offers it."""
+    study = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    for b in REGISTRY:
+        exp = study["experiments"].setdefault(b.experiment, {})
+        exp.update({k: _example(p) if p.kind != "choices" else list(p.choices) for k, p in b.params.items()
+                    if p.required and k not in exp})
+        exp["enabled"] = True
+    study["experiments"]["npb"].update(kernels=["cg"], ranks=[2])
+    study["experiments"]["osu"].update(tests=["osu_latency", "osu_allreduce"])
+    study["testbeds"] = ["local", "bridge", "vm", "example-site"]
+    study["repetitions"] = 1
+    study["campaign"] = "registry-dry"
+    return study
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_raw_path_encodes_every_parameter(name):
+    """Changing any parameter of a configuration changes its raw-output path."""
+    b = REGISTRY[name]
+    study, _ = load_study(_full_study(), testbed_dir=ROOT / "config/testbeds")
+    exp = study["experiments"][b.experiment]
+    base = b.configurations(exp, None)[0]
+    for key, value in base.items():
+        changed = dict(base)
+        if isinstance(value, bool):
+            changed[key] = not value
+        elif isinstance(value, int):
+            changed[key] = value + 1
+        elif isinstance(value, dict):
+            changed[key] = {k: v + 1 for k, v in value.items()}
+        else:
+            others = [c for p in b.params.values() for c in p.choices if c != value]
+            changed[key] = others[0] if others else value + "x"
+        assert b.raw_params(changed) != b.raw_params(base), f"{name}: {key} is not in the raw path"
+
+
+def test_dry_run_schedules_every_benchmark_on_every_kind_that_offers_it(tmp_path):
+    study = _full_study()
+    cfg = tmp_path / "all.yaml"
+    cfg.write_text(yaml.safe_dump(study))
+    cp = subprocess.run([str(ROOT / ".venv/bin/snakemake"), "--workflow-profile", "workflow/profiles/default", "-n",
+                         "--configfile", str(cfg), "--", "data/results/registry-dry/summary.csv"],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    out = cp.stdout + cp.stderr
+    loaded, _ = load_study(study, testbed_dir=ROOT / "config/testbeds")
+    for b in REGISTRY:
+        kinds = {tb["kind"] for name, tb in TESTBEDS.items() if name in study["testbeds"] and b.name in offers(tb)}
+        assert kinds, f"no shipped testbed offers {b.name}"
+        for kind in kinds:
+            names = [n for n in study["testbeds"] if TESTBEDS[n]["kind"] == kind and b.name in offers(TESTBEDS[n])]
+            planned = [p for p in matrix.all_raw_paths(loaded) if p.split("/")[3] in names and p.split("/")[4] == b.name]
+            assert planned, (b.name, kind)
+            for p in planned:
+                assert p in out, f"dry run does not schedule {p} ({b.name} on a {kind} testbed)"

@@ -1,0 +1,233 @@
+"""The parts of a benchmark declaration (see :mod:`hpcvirt.benchmarks`)."""
+
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+REQUIRED = object()
+
+
+# --------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an experiment (a key of ``experiments.<name>``)."""
+
+    kind: str                      # int | bool | choice | ints | choices | group
+    doc: str
+    default: Any = REQUIRED
+    choices: tuple = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    fields: dict | None = None     # group: sub-parameters
+    offered_by: str | None = None  # choices the testbed must offer: "mpi" or "path"
+    sweep: str | None = None       # list parameters: one configuration per value, under this name
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def schema(self) -> dict:
+        s: dict[str, Any] = {"description": self.doc}
+        bounds = {k: v for k, v in (("minimum", self.minimum), ("maximum", self.maximum)) if v is not None}
+        if self.kind == "int":
+            s.update(type="integer", **bounds)
+        elif self.kind == "bool":
+            s.update(type="boolean")
+        elif self.kind == "choice":
+            s.update(type="string", enum=list(self.choices))
+        elif self.kind == "ints":
+            s.update(type="array", minItems=1, uniqueItems=True, items={"type": "integer", **bounds})
+        elif self.kind == "choices":
+            s.update(type="array", minItems=1, uniqueItems=True, items={"type": "string", "enum": list(self.choices)})
+        elif self.kind == "group":
+            s.update(type="object", additionalProperties=False,
+                     properties={k: p.schema() for k, p in self.fields.items()})
+        else:
+            raise ValueError(f"unknown parameter kind {self.kind!r}")
+        if not self.required:
+            s["default"] = self.default
+        return s
+
+    def type_doc(self) -> str:
+        rng = ""
+        if self.minimum is not None or self.maximum is not None:
+            rng = f" {self.minimum if self.minimum is not None else ''}–{self.maximum if self.maximum is not None else ''}"
+        return {
+            "int": f"integer{rng}",
+            "bool": "boolean",
+            "choice": "one of " + ", ".join(f"`{c}`" for c in self.choices),
+            "ints": f"list of integers{rng}",
+            "choices": "list of " + ", ".join(f"`{c}`" for c in self.choices),
+            "group": "mapping",
+        }[self.kind]
+
+
+def Int(doc, default=REQUIRED, minimum=None, maximum=None) -> Param:  # noqa: N802
+    return Param("int", doc, default, minimum=minimum, maximum=maximum)
+
+
+def Bool(doc, default=REQUIRED) -> Param:  # noqa: N802
+    return Param("bool", doc, default)
+
+
+def Choice(choices, doc, default=REQUIRED) -> Param:  # noqa: N802
+    return Param("choice", doc, default, choices=tuple(choices))
+
+
+def Ints(doc, default=REQUIRED, minimum=None, maximum=None, sweep=None) -> Param:  # noqa: N802
+    return Param("ints", doc, default, minimum=minimum, maximum=maximum, sweep=sweep)
+
+
+def Choices(choices, doc, default=REQUIRED, sweep=None, offered_by=None) -> Param:  # noqa: N802
+    return Param("choices", doc, default, choices=tuple(choices), sweep=sweep, offered_by=offered_by)
+
+
+def Group(fields, doc) -> Param:  # noqa: N802
+    default = {k: p.default for k, p in fields.items() if not p.required}
+    return Param("group", doc, default, fields=dict(fields))
+
+
+MPIS = ("openmpi", "mpich")
+PATHS = ("shm", "tcp", "net")
+
+
+def Paths(doc="Data paths: `shm` shared memory on one host, `tcp` TCP over loopback on one host, `net` TCP "  # noqa: N802
+          "across hosts/guests; each runs where the testbed defines it (`mpi.<mpi>.paths`).", default=REQUIRED):
+    return Choices(PATHS, doc, default, sweep="path", offered_by="path")
+
+
+def Mpis(doc="MPI libraries; each runs on the testbeds that offer the benchmark with it.", default=REQUIRED):  # noqa: N802
+    return Choices(MPIS, doc, default, sweep="mpi", offered_by="mpi")
+
+
+# ------------------------------------------------------------------- builds
+@dataclass(frozen=True)
+class Package:
+    """Binaries from Debian packages (installed by ``workflow/envs/debian-packages*.txt``)."""
+
+    packages: tuple[str, ...]
+
+    def describe(self) -> str:
+        return "Debian packages " + ", ".join(self.packages)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Compiled from ``workflow/src/`` by a build script, on first use on the
+    host (``binary`` matching ``host_binary``) and into the guest image."""
+
+    source: str
+    script: str
+    host_binary: str               # regex of the testbed binary path built on the host; group 1 = MPI
+    packages: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return f"compiled from {self.source} by {self.script} (host: on first use; guests: in the image)"
+
+
+@dataclass(frozen=True)
+class PinnedSource:
+    """A pinned source archive (name, version); the testbed names the
+    binaries built from it (a site's Spack build, or the project's build)."""
+
+    name: str
+    version: str
+    packages: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return f"pinned source {self.name} {self.version}; the testbed names the built binaries"
+
+
+# --------------------------------------------------------------------- jobs
+@dataclass
+class Job:
+    """What a benchmark asks of the testbed for one configuration.
+
+    MPI jobs (``mpi`` set): ``ranks`` ranks in blocks of ``block`` per host
+    (``None``: all on the first host), over data path ``path`` of the
+    testbed's ``mpi.<mpi>.paths`` (``None``: the MPI's own choice).
+    Client/server jobs (``mpi`` None): ``argv`` is the client, ``server_argv``
+    the server; ``{peer}`` in them is the server's address."""
+
+    argv: list[str]
+    mpi: str | None = None
+    ranks: int = 2
+    block: int | None = None
+    path: str | None = None
+    server_argv: list[str] | None = None
+    probe_argv: list[str] | None = None
+    port: int | None = None
+
+
+# -------------------------------------------------------------- declaration
+class Benchmark:
+    name: ClassVar[str]
+    experiment: ClassVar[str]
+    title: ClassVar[str]
+    params: ClassVar[dict[str, Param]]
+    build: ClassVar[Package | Compiled | PinnedSource]
+    metrics: ClassVar[dict[str, str]]     # metric name -> unit (name may hold {n} for families)
+    success: ClassVar[str]
+    raw_template: ClassVar[str] = ""
+    mpi: ClassVar[bool] = True            # an MPI program (else client/server)
+    min_hosts: ClassVar[int] = 1          # hosts/guests/nodes a testbed needs to offer it
+    testbed_keys: ClassVar[dict[str, dict]] = {}
+    unoffered_hint: ClassVar[str] = ""
+
+    # -- configuration
+    def all_params(self) -> dict[str, Param]:
+        return {"enabled": Bool(f"Run the {self.experiment} experiment ({self.title}).", True), **self.params}
+
+    def schema(self) -> dict:
+        ps = self.all_params()
+        s = {"type": "object", "additionalProperties": False, "description": self.title,
+             "properties": {k: p.schema() for k, p in ps.items()}}
+        req = [k for k, p in ps.items() if p.required]
+        if req:
+            s["required"] = req
+        return s
+
+    def check(self, exp: dict) -> str | None:
+        """A cross-parameter error message, or None."""
+        if exp.get("min_bytes", 1) > exp.get("max_bytes", 1):
+            return f"min_bytes ({exp['min_bytes']}) must not exceed max_bytes ({exp['max_bytes']})"
+        return None
+
+    def normalize(self, settings: dict) -> dict:
+        """Hook: canonical settings of one configuration."""
+        return settings
+
+    def configurations(self, exp: dict, offer: dict | None) -> list[dict]:
+        """Settings of every configuration: one per combination of the swept
+        list parameters (in declared order), restricted to what the testbed
+        offers (``offer``: {mpi: [paths]} for MPI benchmarks, {} when a
+        client/server benchmark is offered, None = no restriction)."""
+        sweeps = [(k, p.sweep) for k, p in self.params.items() if p.sweep]
+        fixed = {k: exp[k] for k, p in self.params.items() if not p.sweep and k in exp}
+        out: list[dict] = []
+        for combo in itertools.product(*(exp[k] for k, _ in sweeps)):
+            s = self.normalize({**fixed, **{name: v for (_, name), v in zip(sweeps, combo)}})
+            if offer is not None and self.mpi:
+                if s["mpi"] not in offer or ("path" in s and s["path"] not in offer[s["mpi"]]):
+                    continue
+            if s not in out:
+                out.append(s)
+        return out
+
+    def raw_params(self, s: dict) -> str:
+        return self.raw_template.format(**s)
+
+    # -- running
+    def job(self, s: dict, entry: dict) -> Job:
+        raise NotImplementedError
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        """What the parser checks the output against (kept in the provenance)."""
+        return {}
+
+    # -- parsing
+    def parse(self, raw, expected: dict) -> list:
+        raise NotImplementedError
