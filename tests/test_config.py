@@ -120,3 +120,25 @@ def test_yaml_syntax_error_names_file(tmp_path):
     (tmp_path / "local.yaml").write_text("name: local\nmpi: [unclosed\n")
     with pytest.raises(ConfigError, match="local.yaml: not valid YAML"):
         load_study(copy.deepcopy(LOCAL_STUDY), testbed_dir=tmp_path)
+
+
+def test_edited_testbed_is_refused_for_its_campaign(tmp_path):
+    import json
+
+    from hpcvirt.config import check_campaign_testbeds, testbed_hash
+
+    study, tbs = load_study(copy.deepcopy(LOCAL_STUDY), config_path="config/config.yaml",
+                            testbed_dir=ROOT / "config/testbeds")
+    raw = tmp_path / "raw"
+    check_campaign_testbeds("c1", tbs, raw_root=str(raw))          # no record yet: accepted
+    record = raw / "c1" / "local" / "testbed.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"testbed_hash": testbed_hash(tbs["local"]), "testbed": tbs["local"]}))
+    check_campaign_testbeds("c1", tbs, raw_root=str(raw))          # same settings: accepted
+    edited = copy.deepcopy(tbs)
+    edited["local"]["mpi"]["mpich"]["paths"]["tcp"]["env"]["UCX_TLS"] = "tcp"
+    with pytest.raises(ConfigError) as exc:
+        check_campaign_testbeds("c1", edited, raw_root=str(raw))
+    for needle in ("config/testbeds/local.yaml changed since campaign 'c1'", str(record),
+                   "mpi.mpich.paths.tcp.env.UCX_TLS: 'tcp,self' -> 'tcp'", "new campaign"):
+        assert needle in str(exc.value), needle

@@ -179,6 +179,20 @@ def test_tiny_study_end_to_end(tmp_path):
     assert "Nothing to be done" in res2.stdout + res2.stderr
     assert mtimes == {p: p.stat().st_mtime_ns for p in raws}
 
+    # an edited testbed file is refused for this campaign (its raw paths do not
+    # encode the launcher flags), naming the file and the changed key
+    for testbed in study["testbeds"]:
+        assert json.loads((work / "data/raw" / campaign / testbed / "testbed.json").read_text())["testbed_hash"]
+    local_yaml = work / "config/testbeds/local.yaml"
+    original = local_yaml.read_text()
+    local_yaml.write_text(original.replace("--bind-to, core, --map-by, core", "--bind-to, none, --map-by, core", 1))
+    res_edit = snakemake(*PROFILE, "-n", "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}",
+                         cwd=work, check=False)
+    assert res_edit.returncode != 0
+    msg = res_edit.stdout + res_edit.stderr
+    assert "config/testbeds/local.yaml changed since campaign 'tiny-e2e'" in msg and "mpi.openmpi.launcher" in msg, msg
+    local_yaml.write_text(original)
+
     # an interrupted campaign (one measurement missing, nothing downstream of
     # it built yet) resumes with exactly that measurement; finished ones are
     # not redone

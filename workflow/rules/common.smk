@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import matrix, slurm
+from hpcvirt import figures, matrix, slurm
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import ConfigError, check_campaign_testbeds, load_study
 
@@ -22,6 +22,8 @@ except ConfigError as exc:
 CAMPAIGN = STUDY["campaign"]
 CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)
+# The figures the campaign has data for (hpcvirt.figures).
+PAPER_FIGURES = figures.for_campaign(CONFIGURATIONS, TESTBEDS)
 # qemu testbeds boot their guests once per interleaved round (rule
 # measure_round_<testbed>); every other testbed has one job per measurement.
 ROUND_TESTBEDS = [name for name, tb in TESTBEDS.items() if tb["kind"] == "qemu"]
@@ -60,6 +62,11 @@ def tidy_tables(wildcards):
 
 def paper_sections(wildcards):
     return sorted(str(p) for p in Path("paper/sections").glob("*.tex"))
+
+
+def paper_parts(wildcards):
+    """Parts of sections that need particular data (\\hvpart{<name>})."""
+    return sorted(str(p) for p in Path("paper/sections/parts").glob("*.tex"))
 
 
 def _testbed(wildcards):

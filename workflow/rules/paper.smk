@@ -1,4 +1,5 @@
-# Generated LaTeX (numbers, tables) and the paper itself.
+# Generated LaTeX (numbers, tables, the parts this campaign has data for) and
+# the paper itself.
 
 
 rule numbers:
@@ -21,8 +22,24 @@ rule numbers:
         placement="paper/generated/placement_table.tex",
     log:
         "logs/paper/numbers.log",
+    params:
+        latency_bytes=STUDY["paper"]["latency_bytes"],
     script:
         "../scripts/numbers.py"
+
+
+rule parts:
+    input:
+        numbers="paper/generated/numbers.tex",
+        parts=paper_parts,
+    output:
+        "paper/generated/parts.tex",
+    log:
+        "logs/paper/parts.log",
+    params:
+        figures=[f.name for f in PAPER_FIGURES],
+    script:
+        "../scripts/parts.py"
 
 
 rule reference_table:
@@ -46,15 +63,12 @@ rule paper:
         sections=paper_sections,
         bib="paper/refs.bib",
         numbers="paper/generated/numbers.tex",
+        parts="paper/generated/parts.tex",
         results_table="paper/generated/results_table.tex",
         overheads_table="paper/generated/overheads_table.tex",
         placement_table="paper/generated/placement_table.tex",
         reference_table="paper/generated/reference_table.tex",
-        figures=[
-            "paper/figures/pingpong.pdf",
-            "paper/figures/datapaths.pdf",
-            "paper/figures/placement.pdf",
-        ],
+        figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
     output:
         pdf="paper/main.pdf",
     log:

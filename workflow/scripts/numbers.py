@@ -21,7 +21,7 @@ with open(snakemake.log[0], "w") as log:
         min(r["first_started_at"] for r in records),
         max(r["last_finished_at"] for r in records),
     )
-    latency_bytes = snakemake.config.get("paper", {}).get("latency_bytes", 8)
+    latency_bytes = int(snakemake.params.latency_bytes)
     ovh_macros, ovh_table = overheads_tex(tidy, latency_bytes=latency_bytes)
     place_macros, place_table = placement_tex(summary, tidy)
     write_text(

@@ -1,0 +1,76 @@
+"""The paper follows the campaign: figures are built only for the data a
+campaign has, and parts of sections that need other data are left out and
+listed, instead of failing on undefined macros."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from hpcvirt import matrix
+from hpcvirt.config import load_study
+from hpcvirt.figures import FIGURES, for_campaign
+from hpcvirt.paper import PART_CALL, part_needs, parts_tex
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = {p.stem: p.read_text() for p in (ROOT / "paper/sections/parts").glob("*.tex")}
+SECTIONS = {p.name: p.read_text() for p in (ROOT / "paper/sections").glob("*.tex")}
+
+
+def test_every_part_is_called_once_and_every_call_has_a_part():
+    calls = [c for text in SECTIONS.values() for c in PART_CALL.findall(text)]
+    assert sorted(calls) == sorted(PARTS), "\\hvpart calls and paper/sections/parts/*.tex differ"
+    for name, text in PARTS.items():
+        assert re.match(r"% .+: needs .+", text.splitlines()[0]), f"{name}: first line must say what it needs"
+
+
+def test_sections_outside_parts_use_only_macros_every_campaign_defines():
+    """Campaign-specific numbers (a testbed's, an experiment's) live in parts."""
+    always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCpuModel", "hvCores", "hvKernel",
+              "hvOpenmpiVersion", "hvMpichVersion", "hvNetpipeVersion", "hvQperfVersion", "hvCampaignMinutes",
+              "hvHostVm", "hvHostContainer", "hvVmAccels", "hvSizeMin", "hvSizeMax", "hvOmittedParts"}
+    used = {m for text in SECTIONS.values() for m in part_needs(text)[0]}
+    assert used <= always, f"move these into a part: {sorted(used - always)}"
+
+
+NUMBERS = "\\newcommand{\\hvCampaign}{x}\n\\newcommand{\\hvLatBytes}{8}\n"
+
+
+def test_parts_with_missing_data_are_left_out_and_listed():
+    parts = {"a": "% Part A: needs nothing special.\nText \\hvLatBytes.\n",
+             "b": "% Part B: needs the bridge.\nText \\hvLatBridgeOpenmpiNet.\n",
+             "c": "% Part C: needs figure x.\n\\includegraphics[width=1cm]{x.pdf} \\ref{fig:y}\n"}
+    tex, included, omitted = parts_tex(parts, NUMBERS, {"x"})
+    assert included == ["a"] and set(omitted) == {"b", "c"}
+    assert "\\input{sections/parts/a}" in tex and "\\input{sections/parts/b}" not in tex
+    assert "Part B: needs the bridge." in omitted["b"] and "hvLatBridgeOpenmpiNet" in omitted["b"]
+    assert "figure y" in omitted["c"]
+    assert "Not in this campaign" in tex
+    full, included, omitted = parts_tex(parts, NUMBERS + "\\newcommand{\\hvLatBridgeOpenmpiNet}{1}\n", {"x", "y"})
+    assert not omitted and "Not in this campaign" not in full
+
+
+def _study(testbeds, **exps):
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg["testbeds"] = testbeds
+    for k, v in exps.items():
+        cfg["experiments"][k].update(v)
+    study, tbs = load_study(cfg, testbed_dir=ROOT / "config/testbeds")
+    return matrix.configurations(study), tbs
+
+
+def test_figures_follow_the_campaign():
+    configs, tbs = _study(["local", "bridge", "vm"])
+    assert [f.name for f in for_campaign(configs, tbs)] == [f.name for f in FIGURES]
+    configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False})
+    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths"]
+    configs, tbs = _study(["bridge"], pingpong={"paths": ["net"]})
+    assert [f.name for f in for_campaign(configs, tbs)] == ["datapaths", "placement"]
+
+
+def test_figure_parts_need_their_figure():
+    for f in FIGURES:
+        users = [n for n, t in PARTS.items() if f.name in part_needs(t)[1]]
+        assert users, f"figure {f.name} is shown by no part"
