@@ -1,0 +1,135 @@
+"""Intel MPI Benchmarks (IMB-MPI1 2021.x): PingPong and PingPing, the
+point-to-point tests Expósito et al. measured with.
+
+IMB prints one table per benchmark after a header block::
+
+    #----------------------------------------------------------------
+    #    Intel(R) MPI Benchmarks 2021.3, MPI-1 part
+    ...
+    # Benchmarking PingPong
+    # #processes = 2
+    #---------------------------------------------------
+           #bytes #repetitions      t[usec]   Mbytes/sec
+                0         1000         2.49         0.00
+                4         1000         0.61         6.54
+    ...
+    # All processes entering MPI_Finalize
+
+``t[usec]`` is half the round-trip time (PingPong) and ``Mbytes/sec`` is
+bytes / t in 10^6 bytes/s (checked: 4194304 B / 1870.84 us = 2241.9).
+Emitted per row: ``latency`` (us) and, for sizes > 0, ``bandwidth`` (MB/s),
+with ``variant`` = the IMB benchmark name and ``iteration_count`` =
+``#repetitions``.  ``extra`` holds ``suite_version``.
+
+ParseError for: launcher/MPI error text; no table for the benchmark (e.g.
+"Benchmark PingPong invalid for 1 processes"); a row that is not complete
+and numeric; sizes that do not increase; no ``All processes entering
+MPI_Finalize`` line (the run was cut); and, with ``expected``, another
+benchmark or a sweep that ends before ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..tidy import Measurement, ParseError
+from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource
+from .common import check_no_mpi_error, error_re, read_text
+
+TITLE_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks (?P<version>\S+), MPI-1 part", re.M)
+BLOCK_RE = re.compile(r"^# Benchmarking (?P<name>\w+)\s*$", re.M)
+HEADER_RE = re.compile(r"^\s*#bytes\s+#repetitions\s+(?P<columns>.+?)\s*$")
+ROW_RE = re.compile(r"^\s*\d+(?:\s+\d+(?:\.\d+)?)+\s*$")
+COLUMNS = {"t[usec]": ("latency", "us"), "t_avg[usec]": ("latency", "us"), "t_min[usec]": ("latency_min", "us"),
+           "t_max[usec]": ("latency_max", "us"), "Mbytes/sec": ("bandwidth", "MB/s")}
+ERROR_RE = error_re(r"!! Benchmark \w+ invalid", r"Invalid benchmark name")
+END = "# All processes entering MPI_Finalize"
+
+
+def parse(path, *, benchmark: str | None = None, expected_max_bytes: int | None = None) -> list[Measurement]:
+    text = read_text(path)
+    check_no_mpi_error(path, text, ERROR_RE)
+    title = TITLE_RE.search(text)
+    if not title:
+        raise ParseError(path, "no 'Intel(R) MPI Benchmarks ..., MPI-1 part' header: not an IMB-MPI1 output")
+    blocks = list(BLOCK_RE.finditer(text))
+    if not blocks:
+        raise ParseError(path, "no '# Benchmarking <name>' table: nothing was measured")
+    out: list[Measurement] = []
+    lines = text.splitlines()
+    for i, block in enumerate(blocks):
+        name = block["name"]
+        if benchmark and name != benchmark:
+            raise ParseError(path, f"the output is of IMB {name}, but {benchmark} was run")
+        end = blocks[i + 1].start() if i + 1 < len(blocks) else len(text)
+        body = text[block.end():end].splitlines()
+        header = next((HEADER_RE.match(ln) for ln in body if HEADER_RE.match(ln)), None)
+        if header is None:
+            raise ParseError(path, f"IMB {name}: no '#bytes #repetitions ...' column header")
+        cols = header["columns"].split()
+        unknown = [c for c in cols if c not in COLUMNS]
+        if unknown:
+            raise ParseError(path, f"IMB {name}: unknown columns {unknown}")
+        last = -1
+        for ln in body[body.index(header.string) + 1:]:
+            if not ln.strip() or ln.startswith("#"):
+                continue
+            cells = ln.split()
+            if not ROW_RE.match(ln) or len(cells) != len(cols) + 2:
+                raise ParseError(path, f"IMB {name}: a row is cut or malformed: {ln.strip()!r}")
+            size, reps = int(cells[0]), int(cells[1])
+            if size <= last:
+                raise ParseError(path, f"IMB {name}: size {size} does not increase (previous {last})")
+            last = size
+            for col, value in zip(cols, cells[2:]):
+                metric, unit = COLUMNS[col]
+                if metric == "bandwidth" and size == 0:
+                    continue               # 0 bytes in t: no bandwidth
+                out.append(Measurement("imb", metric, unit, float(value), msg_bytes=size, iteration_count=reps,
+                                       variant=name, extra={"suite_version": title["version"]}))
+        if expected_max_bytes is not None and last < expected_max_bytes:
+            raise ParseError(path, f"truncated: IMB {name} stopped at {last} bytes, expected up to "
+                                   f"{expected_max_bytes} bytes")
+    if not any(ln.strip() == END for ln in lines):
+        raise ParseError(path, f"no '{END}' line: the run did not complete")
+    if not out:
+        raise ParseError(path, "no result rows")
+    return out
+
+
+class IMB(Benchmark):
+    name = "imb"
+    experiment = "imb"
+    title = "Intel MPI Benchmarks 2021.3 (IMB-MPI1) point-to-point tests (Expósito et al.)"
+    metrics = {"latency": "us", "bandwidth": "MB/s"}
+    params = {
+        "mpis": Mpis(),
+        "tests": Choices(("PingPong", "PingPing"), "IMB-MPI1 benchmarks (2 ranks each).", ["PingPong"], sweep="test"),
+        "paths": Paths(),
+        "min_log2": Int("Smallest message size as a power of two (`-msglog min:max`); IMB adds a 0-byte row.", 2,
+                        minimum=0, maximum=30),
+        "max_log2": Int("Largest message size as a power of two; a sweep that stops earlier is rejected as "
+                        "truncated.", 22, minimum=0, maximum=30),
+    }
+    raw_template = "{mpi}-{path}_{test}_{min_log2}-{max_log2}"
+    build = PinnedSource("IMB", "2021.3")
+    success = ("a complete table for the benchmark up to 2^max_log2 bytes and the line "
+               "'All processes entering MPI_Finalize', with no launcher/MPI error text")
+
+    def check(self, exp: dict) -> str | None:
+        if exp.get("min_log2", 0) > exp.get("max_log2", 0):
+            return f"min_log2 ({exp['min_log2']}) must not exceed max_log2 ({exp['max_log2']})"
+        return None
+
+    def job(self, s: dict, entry: dict) -> Job:
+        argv = [entry["binary"], s["test"], "-msglog", f"{s['min_log2']}:{s['max_log2']}"]
+        return Job(argv, mpi=s["mpi"], ranks=2, block=1 if s["path"] == "net" else 2, path=s["path"])
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"test": s["test"], "max_bytes": 2 ** s["max_log2"]}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        return parse(raw, benchmark=expected.get("test"), expected_max_bytes=expected.get("max_bytes"))
+
+
+BENCHMARK = IMB()
