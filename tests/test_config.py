@@ -2,7 +2,6 @@
 file, the key and what is allowed."""
 
 import copy
-import shutil
 from pathlib import Path
 
 import pytest

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from hpcvirt import matrix, stats
 from hpcvirt.config import load_study

@@ -12,7 +12,6 @@ import functools
 import hashlib
 import json
 import platform
-import re
 import shutil
 import subprocess
 from pathlib import Path
