@@ -107,8 +107,8 @@ def launch_env(runtime: Mapping[str, Any] | None, environ: Mapping[str, str] | N
 
     ``ch-run`` exits with ``$USER not set`` when USER is missing (as in some
     batch and CI environments); this returns ``{"USER": <name>}`` then.
-    Open MPI run as root needs the two ``OMPI_ALLOW_RUN_AS_ROOT*`` variables;
-    they are added when the current uid is 0.
+    (What the MPI needs, e.g. Open MPI's ``OMPI_ALLOW_RUN_AS_ROOT*`` for
+    ``mpirun`` as root, is the testbed file's ``mpi.<mpi>.env``.)
     """
     env = os.environ if environ is None else environ
     add: dict[str, str] = {}
@@ -118,7 +118,4 @@ def launch_env(runtime: Mapping[str, Any] | None, environ: Mapping[str, str] | N
             add["USER"] = getpass.getuser()
         except Exception:  # no passwd entry
             add["USER"] = str(os.getuid())
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        add.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        add.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     return add
