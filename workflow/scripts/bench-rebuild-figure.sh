@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Benchmark: wall time of rebuilding one figure from the committed archive in
-# a fresh clone (no measurement).  Prints each run and the median.
-# usage: workflow/scripts/bench-rebuild-figure.sh [FIGURE] [RUNS]
+# Benchmark: wall time of rebuilding one figure (or, with FIGURE=paper, the
+# whole paper: figures, generated LaTeX and main.pdf) from the committed
+# archive in a fresh clone (no measurement).  Prints each run and the median.
+# usage: workflow/scripts/bench-rebuild-figure.sh [FIGURE|paper] [RUNS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 figure=${1:-pingpong}
@@ -14,9 +15,15 @@ ln -s "$root/.venv" .venv   # the pinned environment of the checkout under test
 export PATH="$PWD/.venv/bin:$PATH"
 times=()
 for i in $(seq 1 "$runs"); do
-  rm -f "paper/figures/$figure.pdf"
+  if [ "$figure" = paper ]; then
+    target=paper/main.pdf
+    rm -rf paper/figures paper/generated paper/main.pdf paper/build
+  else
+    target="paper/figures/$figure.pdf"
+    rm -f "$target"
+  fi
   start=$(date +%s.%N)
-  snakemake --workflow-profile workflow/profiles/default "paper/figures/$figure.pdf" >"$tmp/run-$i.log" 2>&1 \
+  snakemake --workflow-profile workflow/profiles/default "$target" >"$tmp/run-$i.log" 2>&1 \
     || { echo "run $i failed, see log:"; tail -20 "$tmp/run-$i.log"; exit 1; }
   end=$(date +%s.%N)
   t=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }')

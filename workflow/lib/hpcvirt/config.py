@@ -212,11 +212,12 @@ def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Pa
 
 
 def testbed_hash(tb: dict) -> str:
-    """Identity of a testbed's effective settings (file content with defaults),
-    recorded with every raw output: a campaign never mixes two versions."""
+    """Identity of a testbed's effective settings (file content with defaults,
+    without its free-text description), recorded with every raw output: a
+    campaign never mixes two versions."""
     from .provenance import config_hash
 
-    return config_hash(tb)
+    return config_hash({k: v for k, v in tb.items() if k != "description"})
 
 
 def load_testbed(path: Path, schema: dict | None = None) -> dict:
@@ -286,7 +287,7 @@ def check_campaign_testbeds(campaign: str, testbeds: dict[str, dict], raw_root: 
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{record}: unreadable testbed record of campaign {campaign!r}: {exc}") from None
         if old.get("testbed_hash") != testbed_hash(tb):
-            diff = _differences(old.get("testbed", {}), tb)
+            diff = [d for d in _differences(old.get("testbed", {}), tb) if not d.startswith("description:")]
             raise ConfigError(
                 f"config/testbeds/{name}.yaml changed since campaign {campaign!r} measured on it "
                 f"({record} records {old.get('testbed_hash')}, the file now gives {testbed_hash(tb)}):\n    "
