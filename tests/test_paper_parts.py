@@ -74,3 +74,12 @@ def test_figure_parts_need_their_figure():
     for f in FIGURES:
         users = [n for n, t in PARTS.items() if f.name in part_needs(t)[1]]
         assert users, f"figure {f.name} is shown by no part"
+
+
+def test_every_declared_figure_has_its_rule_and_notebook():
+    rules = (ROOT / "workflow/rules/figures.smk").read_text()
+    for f in FIGURES:
+        block = rules.split(f"rule figure_{f.name}:")[1].split("\nrule ")[0]
+        assert f'pdf="paper/figures/{f.name}.pdf"' in block
+        assert f'"../../notebooks/{f.notebook}.ipynb"' in block
+        assert (ROOT / "notebooks" / f"{f.notebook}.ipynb").is_file()

@@ -131,6 +131,11 @@ def test_tiny_study_end_to_end(tmp_path):
         assert f"\\{name}}}" in numbers, name
     assert (work / "paper/figures/datapaths.pdf").exists()
     assert (work / "paper/figures/placement.pdf").exists()
+    # each figure rule ran its own notebook
+    figures = [(work / "paper/figures" / f"{f}.pdf").read_bytes() for f in ("pingpong", "datapaths", "placement")]
+    assert len(set(figures)) == 3
+    for f, nb in (("pingpong", "01-pingpong"), ("datapaths", "02-datapaths"), ("placement", "03-placement")):
+        assert f"paper/figures/{f}.pdf" in (work / "logs/notebooks" / f"{nb}.ipynb").read_text()
     for name in ("hvPlaceShareBridgeOpenmpiMixed", "hvPlaceStepVmOpenmpiInterNode",
                  "hvPlaceRatioVmOpenmpiInterNodeVsBridge", "hvPlaceRatioVmOpenmpiIntraNodeVsBridge"):
         assert f"\\{name}}}" in numbers, name

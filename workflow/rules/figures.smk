@@ -1,20 +1,39 @@
 # Figures are drawn by notebooks that read only the aggregated tables.  One
-# rule per figure declaration (hpcvirt.figures) that the campaign has data
-# for: figure_<name> writes paper/figures/<name>.pdf.
+# rule per figure declaration of hpcvirt.figures (figure_<name> writes
+# paper/figures/<name>.pdf); the paper asks only for the figures the
+# campaign has data for (PAPER_FIGURES).
 
 
-for _fig in PAPER_FIGURES:
+rule figure_pingpong:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/pingpong.pdf",
+    log:
+        notebook="logs/notebooks/01-pingpong.ipynb",
+    notebook:
+        "../../notebooks/01-pingpong.ipynb"
 
-    rule:
-        name:
-            f"figure_{_fig.name}"
-        input:
-            summary=f"data/results/{CAMPAIGN}/summary.csv",
-        output:
-            pdf=f"paper/figures/{_fig.name}.pdf",
-        log:
-            notebook=f"logs/notebooks/{_fig.notebook}.ipynb",
-        params:
-            latency_bytes=STUDY["paper"]["latency_bytes"],
-        notebook:
-            f"../../notebooks/{_fig.notebook}.ipynb"
+
+rule figure_datapaths:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/datapaths.pdf",
+    log:
+        notebook="logs/notebooks/02-datapaths.ipynb",
+    params:
+        latency_bytes=STUDY["paper"]["latency_bytes"],
+    notebook:
+        "../../notebooks/02-datapaths.ipynb"
+
+
+rule figure_placement:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/placement.pdf",
+    log:
+        notebook="logs/notebooks/03-placement.ipynb",
+    notebook:
+        "../../notebooks/03-placement.ipynb"

@@ -25,6 +25,7 @@ import yaml
 
 from . import paths
 from .benchmarks import REGISTRY, enabled
+from .provenance import config_hash
 
 
 class ConfigError(ValueError):
@@ -215,8 +216,6 @@ def testbed_hash(tb: dict) -> str:
     """Identity of a testbed's effective settings (file content with defaults,
     without its free-text description), recorded with every raw output: a
     campaign never mixes two versions."""
-    from .provenance import config_hash
-
     return config_hash({k: v for k, v in tb.items() if k != "description"})
 
 
