@@ -79,6 +79,7 @@ class Kind:
 
     name = ""
     net_label = "net"          # interconnect label of MPI traffic between hosts
+    server_shape = (2, 1, 2)   # client/server jobs: (processes, hosts, per host)
 
     def __init__(self, tb: dict, bed=None):
         self.tb, self.bed = tb, bed
@@ -92,7 +93,7 @@ class Kind:
         needs no set-up (Slurm allocation shapes come from it)."""
         job = bench.job(settings, self.entry(bench, settings))
         if job.mpi is None:
-            return (2, 1, 2) if self.name == "native" else (2, 2, 1)
+            return self.server_shape
         nodes = hosts_used(self.place(job))
         return job.ranks, nodes, math.ceil(job.ranks / nodes)
 
@@ -183,8 +184,8 @@ class Native(Kind):
                       server_argv=prefix + job.server_argv, server_port=job.port,
                       # the server listens on every address: always give it a
                       # private namespace of its own, whatever the testbed's isolation
-                      isolation="netns", ranks=2, nodes=1, ranks_per_node=2, mpi="none",
-                      interconnect="tcp-loopback")
+                      isolation="netns", ranks=self.server_shape[0], nodes=self.server_shape[1],
+                      ranks_per_node=self.server_shape[2], mpi="none", interconnect="tcp-loopback")
 
 
 class _TwoHostKind(Kind):
@@ -192,6 +193,7 @@ class _TwoHostKind(Kind):
     runs in the first host, the server of client/server jobs in the second."""
 
     net_label = "tcp"
+    server_shape = (2, 2, 1)   # client on the first host, server on the second
     rank0: list[str] = []
 
     def _bed(self):
@@ -217,7 +219,8 @@ class _TwoHostKind(Kind):
         peer = self._bed().addresses[1]
         return Launch(argv=self.on(0, fill(job.argv, peer=peer)), server_argv=self.on(1, job.server_argv),
                       server_port=job.port, server_probe_argv=self.on(0, fill(job.probe_argv, peer=peer)),
-                      isolation="none", ranks=2, nodes=2, ranks_per_node=1, mpi="none", interconnect="tcp")
+                      isolation="none", ranks=self.server_shape[0], nodes=self.server_shape[1],
+                      ranks_per_node=self.server_shape[2], mpi="none", interconnect="tcp")
 
 
 class NetnsBridgeKind(_TwoHostKind):
