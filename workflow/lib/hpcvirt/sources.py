@@ -1,0 +1,147 @@
+"""Pinned source archives: declared once, taken from a mirror or downloaded,
+always verified before use.
+
+A :class:`Source` names its version, its official URL(s) and every
+acceptable file with its sha256: the official archive, and the copy an
+offline mirror holds (a mirror copy may be re-packed, so it has a file name
+and checksum of its own).  :func:`fetch` looks in the mirror directory when
+one is set (``HPCVIRT_SOURCE_MIRROR``, or the ``mirror`` argument), else
+downloads from the official URLs; the file lands in the cache
+``.hpcvirt/sources/`` only after its checksum matched.  A missing or wrong
+file fails with the file name, the expected checksums and the actual one,
+and leaves nothing behind.
+
+The record :func:`fetch` returns (name, version, file, sha256, which copy,
+where from) goes into the provenance of everything built from the source.
+These sources are never committed to the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+
+MIRROR_ENV = "HPCVIRT_SOURCE_MIRROR"
+
+
+class SourceError(RuntimeError):
+    """A pinned source is missing or does not match its checksum."""
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    version: str
+    urls: tuple[str, ...]
+    # acceptable files: (file name, sha256, which copy it is); a mirror copy
+    # may have the official name but other bytes (re-packed)
+    files: tuple[tuple[str, str, str], ...] = ()
+
+    def names(self) -> list[str]:
+        return list(dict.fromkeys(f for f, _, _ in self.files))
+
+    def expected(self) -> str:
+        return "; ".join(f"{f}: {sha} ({label})" for f, sha, label in self.files)
+
+    def match(self, filename: str, sha256: str) -> str | None:
+        """Which copy a file is, or None if it is not acceptable."""
+        return next((label for f, sha, label in self.files if f == filename and sha == sha256), None)
+
+
+SOURCES: dict[str, Source] = {s.name: s for s in (
+    Source("NPB", "3.4.1", ("https://www.nas.nasa.gov/assets/npb/NPB3.4.1.tar.gz",), (
+        ("NPB3.4.1.tar.gz", "f3a43467da6e84a829ea869156d3ea86c17932136bb413a4b6dab23018a28881", "official archive"),
+        ("NPB3.4.1.tar.gz", "96aed4c0ef25991526943b30c8ef8ff9ce7e00fff301783e80cf591fa321818e", "mirror copy"),
+    )),
+    Source("IMB", "2021.3", ("https://github.com/intel/mpi-benchmarks/archive/IMB-v2021.3.tar.gz",), (
+        ("IMB-v2021.3.tar.gz", "9b58a4a7eef7c0c877513152340948402fd87cb06270d2d81308dc2ef740f4c7", "official archive"),
+        ("mpi-benchmarks-IMB-v2021.3.tar.gz", "7a22e0406d04ec45ee89eae8c2e511ca7661ef4b0389bf28a40763bd8c050ecd",
+         "mirror copy"),
+    )),
+    # The official archive's checksum is not pinned here yet: only the mirror copy is accepted.
+    Source("osu-micro-benchmarks", "7.4",
+           ("https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.4.tar.gz",), (
+               ("osu-micro-benchmarks-7.4.tar.gz", "4511e08613fb751e6f7ba9c40ac8becba1320cef88a6d86dfc95e90bcb11bab4",
+                "mirror copy"),
+           )),
+)}
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def mirror_dir(mirror: str | os.PathLike | None = None) -> Path | None:
+    m = mirror or os.environ.get(MIRROR_ENV)
+    return Path(m) if m else None
+
+
+def _verify(src: Source, filename: str, path: Path, origin: str) -> tuple[str, str]:
+    """(sha256, which copy) of an acceptable file; SourceError otherwise."""
+    actual = sha256_of(path)
+    label = src.match(filename, actual)
+    if label is None:
+        raise SourceError(f"{filename} ({src.name} {src.version}, from {origin}) has sha256 {actual}, expected "
+                          f"{src.expected()}; the file is not used")
+    return actual, label
+
+
+def fetch(name: str, *, mirror: str | os.PathLike | None = None, cache: str | os.PathLike | None = None,
+          opener=urllib.request.urlopen) -> dict:
+    """The verified archive of source ``name`` in the cache, and its record."""
+    try:
+        src = SOURCES[name]
+    except KeyError:
+        raise SourceError(f"no pinned source {name!r}; declared: {sorted(SOURCES)}") from None
+    cache = Path(cache) if cache else paths.workdir() / "sources"
+    cache.mkdir(parents=True, exist_ok=True)
+    for filename in src.names():                    # already fetched and verified
+        if (cache / filename).is_file():
+            sha, label = _verify(src, filename, cache / filename, f"the cache {cache}")
+            return _record(src, filename, cache / filename, sha, label, f"cache {cache}")
+    m = mirror_dir(mirror)
+    if m is not None:
+        found = [f for f in src.names() if (m / f).is_file()]
+        if not found:
+            raise SourceError(f"{src.name} {src.version}: none of {src.names()} is in the mirror {m} "
+                              f"({MIRROR_ENV}); expected {src.expected()}")
+        candidates = [(found[0], m / found[0])]
+    else:
+        candidates = [(url.rsplit("/", 1)[1], url) for url in src.urls]
+    errors = []
+    for filename, origin in candidates:
+        fd, tmp = tempfile.mkstemp(prefix=f".{filename}.", suffix=".partial", dir=cache)
+        os.close(fd)
+        try:
+            if isinstance(origin, Path):
+                shutil.copyfile(origin, tmp)
+            else:
+                with opener(origin, timeout=120) as resp, open(tmp, "wb") as out:
+                    shutil.copyfileobj(resp, out)
+            sha, label = _verify(src, filename, Path(tmp), str(origin))
+            os.replace(tmp, cache / filename)
+            return _record(src, filename, cache / filename, sha, label, str(origin))
+        except (OSError, SourceError) as exc:
+            errors.append(str(exc))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise SourceError(f"{src.name} {src.version} could not be fetched:\n  " + "\n  ".join(errors)
+                      + f"\n  (on an offline machine, set {MIRROR_ENV} to a directory holding one of "
+                        f"{src.names()})")
+
+
+def _record(src: Source, filename: str, path: Path, sha: str, label: str, origin: str) -> dict:
+    return {"name": src.name, "version": src.version, "file": filename, "sha256": sha, "copy": label,
+            "from": origin, "path": str(path)}
