@@ -22,10 +22,11 @@ A benchmark is one module in this package that declares, in one class:
   :class:`~hpcvirt.tidy.Measurement` rows or raises
   :class:`~hpcvirt.tidy.ParseError` naming the file.
 
-Everything that iterates over benchmarks (matrix, config validation, launch,
-parse, Slurm shapes, provenance) uses :data:`REGISTRY`; nothing else names
-a benchmark.  Adding one = one module here (listed in :data:`MODULES`), its
-parser tests with captured outputs, and its config entry.
+Matrix, config validation, launch, parse, Slurm shapes and provenance
+iterate over :data:`REGISTRY` and name no benchmark (the analyses and
+figures name the benchmarks they draw; the container preflight's wire-up is
+a short NetPIPE).  Adding one = one module here (listed in :data:`MODULES`),
+its parser tests with captured outputs, and its config entry.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ import importlib
 from dataclasses import dataclass, field
 
 from .base import (MPIS, PATHS, REQUIRED, Benchmark, Bool, Choice, Choices, Compiled, Group, Int, Ints, Job, Mpis,
-                   Package, Param, PinnedSource)
+                   Package, Param, Paths, PinnedSource)
 
 __all__ = ["MPIS", "PATHS", "REQUIRED", "Benchmark", "Bool", "Choice", "Choices", "Compiled", "Group", "Int", "Ints",
-           "Job", "Mpis", "Package", "Param", "PinnedSource", "REGISTRY", "Registry", "enabled", "MODULES"]
+           "Job", "Mpis", "Package", "Param", "Paths", "PinnedSource", "REGISTRY", "Registry", "enabled", "MODULES"]
 
 
 # ----------------------------------------------------------------- registry
