@@ -94,8 +94,11 @@ MPIS = ("openmpi", "mpich")
 PATHS = ("shm", "tcp", "net")
 
 
-def Paths(doc="Data paths: `shm` shared memory on one host, `tcp` TCP over loopback on one host, `net` TCP "  # noqa: N802
-          "across hosts/guests; each runs where the testbed defines it (`mpi.<mpi>.paths`).", default=REQUIRED):
+PATHS_DOC = ("Data paths: `shm` shared memory on one host, `tcp` TCP over loopback on one host, `net` TCP across "
+             "hosts/guests; each runs where the testbed defines it (`mpi.<mpi>.paths`).")
+
+
+def Paths(doc=PATHS_DOC, default=REQUIRED):  # noqa: N802
     return Choices(PATHS, doc, default, sweep="path", offered_by="path")
 
 
