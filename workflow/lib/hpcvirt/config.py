@@ -154,13 +154,13 @@ def _check_testbed(tb: dict, path: Path) -> None:
                 if name is not None and name not in allowed:
                     raise ConfigError(f"{path}: {key}[{i}]: placeholder {{{name}}} is not one of "
                                       f"{sorted(allowed)} (kind {tb['kind']!r})")
-    for mpi, entry in tb["mpi"].items():
-        adv = entry.get("advect")
-        if adv and tb["kind"] == "native" and tb["nodes"] > 1 and not any("{block}" in a for a in adv.get("args", [])):
-            raise ConfigError(
-                f"{path}: mpi.{mpi}.advect.args: a native testbed with several nodes places ranks through "
-                "launcher arguments and needs one with '{block}' (e.g. --distribution=plane={block})"
-            )
+    for b in REGISTRY:
+        entries = [(f"mpi.{m}.{b.name}", e[b.name]) for m, e in tb["mpi"].items() if b.name in e] if b.mpi else (
+            [(b.name, tb[b.name])] if b.name in tb else [])
+        for key, entry in entries:
+            problem = b.check_testbed(tb, entry)
+            if problem:
+                raise ConfigError(f"{path}: {key}.args: {problem}")
     runtime = tb["runtime"]
     if runtime["kind"] != "none" and "image" not in runtime:
         raise ConfigError(f"{path}: runtime.image: required when runtime.kind is {runtime['kind']!r}")

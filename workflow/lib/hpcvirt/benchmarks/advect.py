@@ -146,6 +146,12 @@ class Advect(Benchmark):
     success = ("an `end` line, verification SUCCESSFUL (or SKIPPED when verify is off), and rank, step and "
                "message counts equal to those the requested placement implies")
 
+    def check_testbed(self, tb: dict, entry: dict) -> str | None:
+        if tb["kind"] == "native" and tb["nodes"] > 1 and not any("{block}" in w for w in entry.get("args", [])):
+            return ("a native testbed with several nodes places ranks through launcher arguments and needs one "
+                    "with '{block}' (e.g. --distribution=plane={block})")
+        return None
+
     def normalize(self, s: dict) -> dict:
         return {"mpi": s["mpi"], "ranks": s["ranks"], "block": min(s["block"], s["ranks"]),
                 "grid": dict(s["grid"]), "steps": s["steps"], "warmup": s["warmup"], "verify": s["verify"]}

@@ -199,6 +199,10 @@ class Benchmark:
             return f"min_bytes ({exp['min_bytes']}) must not exceed max_bytes ({exp['max_bytes']})"
         return None
 
+    def check_testbed(self, tb: dict, entry: dict) -> str | None:
+        """An error message about a testbed's entry for this benchmark, or None."""
+        return None
+
     def normalize(self, settings: dict) -> dict:
         """Hook: canonical settings of one configuration."""
         return settings
