@@ -34,6 +34,8 @@ deps-all:
 	@workflow/scripts/install-deps.sh $(FEATURES)
 
 paper: deps-study
+	@echo "hpcvirt: building the pinned suites the study runs (NPB, IMB, OSU; cached after the first time)"
+	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
 	@echo "hpcvirt: measuring campaign $(CAMPAIGN) (raw outputs in data/raw/$(CAMPAIGN)/)"
 	snakemake $(PROFILE) --config campaign=$(CAMPAIGN)
 	@echo "hpcvirt: paper/main.pdf built from campaign $(CAMPAIGN)"

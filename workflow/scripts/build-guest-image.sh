@@ -10,21 +10,26 @@
 #   packages.txt          requested package=version list (the cache key input)
 #   dpkg.txt              every package actually installed in the guest
 #   build.json            build metadata (time, sizes, key)
+#   suites.txt            the builds of the pinned suites in the guest (key, directory)
 #   The guest also gets the placement benchmark, compiled here with the host's
 #   MPI compiler wrappers (same package versions as in the guest):
 #   /usr/local/bin/hpcvirt-advect-openmpi, /usr/local/bin/hpcvirt-advect-mpich
+#   and the host's builds of the pinned suites (NPB, IMB, OSU; python -m
+#   hpcvirt.build, the same binaries the host runs) under
+#   /opt/hpcvirt/suites/<suite>-<mpi>/, each with its build.json
 #   .complete             written last; its presence means the cache entry is usable
 # The last line printed on stdout is the output directory.
 #
 # <key> is the first 16 hex digits of sha256(packages.txt + build parameters
-# + this script, the benchmark's source and its build script).
+# + this script, the benchmark's source and its build script + the build keys
+# of the suites).
 # Packages that are installed on the build host are pinned to the host's
 # version (so guest and host run the same MPI/NetPIPE builds); the others
 # (the kernel) are pinned to the archive's candidate version at key time.
 # Recommends are not installed.  SOURCE_DATE_EPOCH is fixed.
 set -euo pipefail
 
-FORMAT=3                        # bump when the image layout/customisation changes
+FORMAT=4                        # bump when the image layout/customisation changes
 SUITE=bookworm
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}   # 2024-01-01T00:00:00Z
 ROOTFS_SIZE=${HPCVIRT_GUEST_ROOTFS_SIZE:-2G}
@@ -36,7 +41,7 @@ MIRRORS=(
 # Requested packages (dependencies are resolved by apt).
 PACKAGES=(
   linux-image-cloud-amd64 openssh-server openmpi-bin mpich
-  netpipe-openmpi netpipe-mpich2 qperf iproute2
+  netpipe-openmpi netpipe-mpich2 qperf iproute2 libgfortran5
   systemd-sysv udev kmod initramfs-tools netbase procps
 )
 
@@ -68,7 +73,15 @@ spec=$(printf '%s' "$spec" | LC_ALL=C sort)
 params="format=$FORMAT suite=$SUITE sde=$SOURCE_DATE_EPOCH size=$ROOTFS_SIZE variant=apt no-recommends"
 here=$(cd "$(dirname "$0")" && pwd)
 src_sum=$(cat "$here/build-guest-image.sh" "$here/../src/advect.c" "$here/build-advect.sh" | sha256sum | cut -c1-64)
-key=$(printf '%s\n%s\n%s\n%s\n' "$spec" "$params" "${MIRRORS[*]}" "$src_sum" | sha256sum | cut -c1-16)
+# The pinned suites of both MPIs (python -m hpcvirt.build): their build keys
+# ("<suite> <mpi> <suite>-<mpi>-<key>") enter the image key; they are built
+# (or reused) only when the image is.
+build_suites() {
+  HPCVIRT_ROOT=$(cd "$here/../.." && pwd) PYTHONPATH="$here/../lib${PYTHONPATH:+:$PYTHONPATH}" \
+    "${HPCVIRT_PYTHON:-python3}" -m hpcvirt.build "$@"
+}
+suite_keys=$(build_suites --keys) || die "the pinned suites' sources or compilers are not available"
+key=$(printf '%s\n%s\n%s\n%s\n%s\n' "$spec" "$params" "${MIRRORS[*]}" "$src_sum" "$suite_keys" | sha256sum | cut -c1-16)
 
 if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
 
@@ -80,6 +93,9 @@ if [ -f "$out/.complete" ] && [ "$force" = 0 ]; then
 fi
 
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap root mode, mke2fs -d)"
+suites=$(build_suites --jobs 2) || die "building the pinned suites failed"   # "<suite> <mpi> <dir>" lines
+[ "$(printf '%s\n' "$suites" | awk '{n=split($3, p, "/"); print $1, $2, p[n]}')" = "$suite_keys" ] \
+  || die "the pinned suites' build keys changed while building the image"
 for t in mmdebstrap mke2fs ssh-keygen sha256sum mpicc.openmpi mpicc.mpich; do
   command -v "$t" >/dev/null || die "missing tool: $t"
 done
@@ -90,6 +106,11 @@ rm -rf "$tmp"; mkdir -p "$tmp/ssh"
 trap 'rm -rf "$tmp"' EXIT
 printf '%s\n' "$spec" > "$tmp/packages.txt"
 printf '%s\n' "$params" > "$tmp/params.txt"
+printf '%s\n' "$suite_keys" > "$tmp/suites.txt"
+suite_hooks=()
+while read -r s m d; do
+  [ -n "$s" ] && suite_hooks+=("--customize-hook=mkdir -p \"\$1/opt/hpcvirt/suites\"; cp -a $d \"\$1/opt/hpcvirt/suites/$s-$m\"")
+done <<< "$suites"
 
 # --- keys generated at build time (never committed) ------------------------
 ssh-keygen -q -t ed25519 -N '' -C "hpcvirt-guest-host-$key" -f "$tmp/ssh/ssh_host_ed25519_key"
@@ -161,6 +182,7 @@ mmdebstrap \
   "${pin_args[@]}" \
   --customize-hook="install -m 0755 $files/hpcvirt-net \"\$1/usr/local/sbin/hpcvirt-net\"" \
   --customize-hook="install -m 0755 $files/hpcvirt-advect-openmpi $files/hpcvirt-advect-mpich \"\$1/usr/local/bin/\"" \
+  "${suite_hooks[@]}" \
   --customize-hook="install -m 0644 $files/hpcvirt-net.service \"\$1/etc/systemd/system/hpcvirt-net.service\"" \
   --customize-hook='chroot "$1" systemctl enable hpcvirt-net.service' \
   --customize-hook='chroot "$1" systemctl mask systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service e2scrub_all.timer fstrim.timer man-db.timer 2>/dev/null || true' \

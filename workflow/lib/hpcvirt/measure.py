@@ -22,10 +22,12 @@ from pathlib import Path
 
 from . import provenance
 from .atomic import write_json
-from .benchmarks import REGISTRY, Compiled
+from .benchmarks import REGISTRY, Compiled, PinnedSource
+from .build import BuildError, ensure as ensure_build, in_guest, project_build
 from .config import testbed_hash
 from .execute import execute, succeeded
 from .matrix import Configuration
+from .sources import SourceError
 from .stack import runtime_provenance
 from .testbeds import Launch, launch as build_launch
 
@@ -87,18 +89,34 @@ def _tail(path: Path, n: int = 15) -> str:
 
 
 def ensure_binary(tb: dict, c: Configuration) -> dict | None:
-    """Compile a benchmark built from ``workflow/src/`` for the host if the
-    testbed runs the workflow's own build (its binary matches the
-    declaration's ``host_binary``, e.g. ``.hpcvirt/bin/advect-<mpi>``) and it
+    """Build what the testbed names as the workflow's own build, on first
+    use: a pinned suite under ``.hpcvirt/suites/`` (:mod:`hpcvirt.build`,
+    cached per build key; its build record goes into the provenance), or a
+    benchmark compiled from ``workflow/src/`` (its binary matches the
+    declaration's ``host_binary``, e.g. ``.hpcvirt/bin/advect-<mpi>``) when it
     is missing or older than its source or build script; return its path and
-    sha256 for the provenance.  (Guests carry their own build in the guest
-    image.)  Paths are relative to the workflow's working directory, where
+    sha256 for the provenance.  (Guests carry the same suite builds under
+    ``/opt/hpcvirt/suites/``, copied into the guest image, whose key includes
+    the build keys: their record is the host build's.  The placement
+    benchmark is compiled into the image.)  Paths are relative to the workflow's working directory, where
     every job runs and where the launch finds the binary."""
     bench = REGISTRY[c.benchmark]
     entry = tb["mpi"][c.settings["mpi"]] if bench.mpi else tb
     binary = entry.get(bench.name, {}).get("binary")
     if binary is None:
         return None
+    if isinstance(bench.build, PinnedSource) and (which := project_build(binary)):
+        try:
+            rec = ensure_build(*which)
+        except (BuildError, SourceError) as exc:
+            raise MeasurementError(f"could not build {bench.name} ({binary}): {exc}") from None
+        program = bench.job(c.settings, entry[bench.name]).argv[0]
+        if not in_guest(binary) and not Path(program).is_file():
+            raise MeasurementError(f"{c.testbed}: the project's build of {which[0]} ({rec['dir']}) has no {program}; "
+                                   f"it builds {', '.join(rec['recipe']['targets'])} (a testbed may name a site's "
+                                   f"build instead)")
+        keep = ("suite", "source", "recipe", "compilers", "mpi", "mpi_version", "key", "built_at", "dir")
+        return {"path": binary, "build": {k: rec[k] for k in keep}}
     m = re.match(bench.build.host_binary, binary) if isinstance(bench.build, Compiled) else None
     if not m:
         return {"path": binary}
@@ -149,6 +167,8 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
     ctx = context_for(study, tb, c, rep, launch, raw_out, bed)
     if binary:
         ctx["benchmark_binary"] = binary
+        if "build" in binary:
+            ctx["source_sha256"] = binary["build"]["source"]["sha256"]
     ctx["testbed_hash"] = testbed_hash(tb)
     digest = provenance.config_hash(study, tb)
     fd, tmp_out = tempfile.mkstemp(prefix=f".{raw_out_p.name}.", suffix=".partial", dir=raw_out_p.parent)

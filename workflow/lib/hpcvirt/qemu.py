@@ -36,6 +36,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -68,7 +69,8 @@ def ensure_guest_image(timeout_s: float = 1800, force: bool = False) -> Path:
     """Build (or reuse from the cache) the guest image; return its directory
     ``$HPCVIRT_WORKDIR/guest/<key>``."""
     cmd = ["bash", str(build_script())] + (["--force"] if force else [])
-    cp = run(cmd, timeout=timeout_s, check=False)
+    # the script builds the pinned suites with this interpreter (hpcvirt.build)
+    cp = run(cmd, timeout=timeout_s, check=False, env={**os.environ, "HPCVIRT_PYTHON": sys.executable})
     if cp.returncode != 0:
         raise TestbedError(f"guest image build failed ({cp.returncode}):\n{cp.stderr[-3000:]}")
     out = Path(cp.stdout.strip().splitlines()[-1])

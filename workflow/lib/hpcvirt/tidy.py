@@ -37,6 +37,8 @@ COLUMNS: tuple[str, ...] = (
     "iteration_count",
     "warmup",
     "verified",
+    "suite_version",
+    "source_sha256",
     "started_at",
     "raw_path",
 )
@@ -83,7 +85,8 @@ def to_rows(measurements: Iterable[Measurement], context: Mapping[str, object]) 
 
     ``context`` supplies every column the output cannot know (run_id, testbed,
     virtualization, interconnect, stack, mpi, nodes, ranks_per_node,
-    placement, rep, warmup, started_at, raw_path, and optionally ranks).
+    placement, rep, warmup, started_at, raw_path, and optionally ranks and
+    source_sha256, the checksum of the pinned source the binary was built from).
     Values measured by the parser win over the context for ``ranks``.
     """
     rows = []
@@ -98,6 +101,7 @@ def to_rows(measurements: Iterable[Measurement], context: Mapping[str, object]) 
             msg_bytes=m.msg_bytes,
             iteration_count=m.iteration_count,
             verified=m.verified,
+            suite_version=m.extra.get("suite_version") or None,
         )
         if m.ranks is not None:
             row["ranks"] = m.ranks

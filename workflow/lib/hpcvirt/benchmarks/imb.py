@@ -110,8 +110,10 @@ class IMB(Benchmark):
                         minimum=0, maximum=30),
         "max_log2": Int("Largest message size as a power of two; a sweep that stops earlier is rejected as "
                         "truncated.", 22, minimum=0, maximum=30),
+        "iterations": Int("Repetitions per message size at most (`-iter`); IMB lowers it for large messages "
+                          "(its default policy: about 40 MB per size).", 1000, minimum=1, maximum=10_000_000),
     }
-    raw_template = "{mpi}-{path}_{test}_{min_log2}-{max_log2}"
+    raw_template = "{mpi}-{path}_{test}_{min_log2}-{max_log2}_i{iterations}"
     build = PinnedSource("IMB", "2021.3")
     success = ("a complete table for the benchmark up to 2^max_log2 bytes and the line "
                "'All processes entering MPI_Finalize', with no launcher/MPI error text")
@@ -122,7 +124,7 @@ class IMB(Benchmark):
         return None
 
     def job(self, s: dict, entry: dict) -> Job:
-        argv = [entry["binary"], s["test"], "-msglog", f"{s['min_log2']}:{s['max_log2']}"]
+        argv = [entry["binary"], s["test"], "-msglog", f"{s['min_log2']}:{s['max_log2']}", "-iter", str(s["iterations"])]
         return Job(argv, mpi=s["mpi"], ranks=2, block=1 if s["path"] == "net" else 2, path=s["path"])
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:

@@ -157,6 +157,7 @@ def parse(path) -> list[Measurement]:
 # ------------------------------------------------------------- declaration
 
 KERNELS = ("cg", "ep", "ft", "is", "lu", "mg")
+CLASSES = ("S", "W", "A", "B", "C")
 
 
 class NPB(Benchmark):
@@ -166,7 +167,8 @@ class NPB(Benchmark):
     params = {
         "mpis": Mpis(),
         "kernels": Choices(KERNELS, "Kernels; each binary is `<binary>/<kernel>.<class>.x`.", sweep="kernel"),
-        "classes": Choices(("S", "W", "A", "B", "C"), "Problem classes.", ["S"], sweep="klass"),
+        "classes": Choices(CLASSES, "Problem classes (the project builds S, W and A; a site's build may add B, C).",
+                           ["W"], sweep="klass"),
         "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
         "paths": Paths("Data paths; `net` spreads the ranks over two hosts.", ["shm"]),
     }

@@ -200,14 +200,15 @@ def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
 
 # ------------------------------------------------------------- declaration
 
-#: Where each test lives below the testbed's ``binary`` directory: the build
-#: tree's ``c/mpi`` (OSU 7.x) or a Spack prefix's ``libexec/osu-micro-benchmarks/mpi``.
+#: Where each test lives below the testbed's ``binary`` directory, the
+#: installed ``libexec/osu-micro-benchmarks/mpi`` of OSU 7.x (the project's
+#: build, or a site's Spack prefix).
 TESTS = {
-    "osu_latency": "pt2pt/standard",
-    "osu_bw": "pt2pt/standard",
-    "osu_bibw": "pt2pt/standard",
-    "osu_allreduce": "collective/blocking",
-    "osu_alltoall": "collective/blocking",
+    "osu_latency": "pt2pt",
+    "osu_bw": "pt2pt",
+    "osu_bibw": "pt2pt",
+    "osu_allreduce": "collective",
+    "osu_alltoall": "collective",
 }
 PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")}
 

@@ -1,0 +1,125 @@
+"""Builds of the pinned suites (hpcvirt.build): from the verified source,
+cached per build key, recorded, never left half-built."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcvirt import build, sources
+from hpcvirt.sources import SourceError, sha256_of
+
+MIRROR = os.environ.get(sources.MIRROR_ENV)
+needs_mirror = pytest.mark.skipif(not MIRROR or not Path(MIRROR).is_dir(),
+                                  reason=f"no source mirror ({sources.MIRROR_ENV} unset)")
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """A checkout root and a build cache of its own."""
+    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path / "repo"))
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    (tmp_path / "repo").mkdir()
+    return tmp_path
+
+
+def test_project_binaries_are_recognised():
+    assert build.project_build(".hpcvirt/suites/npb-openmpi/bin") == ("npb", "openmpi")
+    assert build.project_build("/opt/hpcvirt/suites/imb-mpich/bin/IMB-MPI1") == ("imb", "mpich")
+    assert build.project_build("/opt/spack/osu-micro-benchmarks-7.4/libexec") is None
+    assert build.project_build(".hpcvirt/suites/hpl-openmpi/bin") is None     # no such recipe
+    assert build.in_guest("/opt/hpcvirt/suites/npb-openmpi/bin") and not build.in_guest(".hpcvirt/suites/x")
+
+
+def test_every_recipe_names_a_pinned_source_and_its_binaries():
+    for name, recipe in build.RECIPES.items():
+        assert recipe.source in sources.SOURCES, name
+        assert name in build.BUILDERS and name in build.BINARY_DIRS
+
+
+def test_build_key_changes_with_every_input():
+    recipe = build.RECIPES["imb"]
+    tools = {"mpi": "openmpi", "mpi_version": "4.1.4", "compilers": {"cc": {"wrapper": "mpicc", "version": "12.2"}}}
+    base = build.build_key(recipe, "a" * 64, tools)
+    assert base == build.build_key(recipe, "a" * 64, dict(tools))
+    assert base != build.build_key(recipe, "b" * 64, tools)                       # other source bytes
+    assert base != build.build_key(recipe, "a" * 64, dict(tools, mpi_version="4.1.5"))
+    assert base != build.build_key(build.RECIPES["osu"], "a" * 64, tools)
+
+
+@needs_mirror
+def test_build_from_the_mirror_is_recorded_cached_and_linked(isolated):
+    rec = build.ensure("imb", "openmpi", mirror=MIRROR, quiet=True)
+    out = Path(rec["dir"])
+    assert out.parent == isolated / "cache" and out.name == f"imb-openmpi-{rec['key']}"
+    # the record: source checksum and copy, compilers, MPI, flags and patches, binaries
+    src = sources.SOURCES["IMB"]
+    assert src.match(rec["source"]["file"], rec["source"]["sha256"]) == rec["source"]["copy"]
+    assert rec["mpi"] == "openmpi" and rec["mpi_version"]
+    assert rec["compilers"]["cxx"]["wrapper"] == "mpicxx.openmpi" and "g++" in rec["compilers"]["cxx"]["version"]
+    assert rec["recipe"]["patches"] and "-O2" in rec["recipe"]["flags"]
+    assert rec["binaries"] == {"bin/IMB-MPI1": sha256_of(out / "bin/IMB-MPI1")}
+    assert "-O2" in (out / "build.log").read_text()
+    # the stable name testbeds use points at it, relatively
+    link = isolated / "repo/.hpcvirt/suites/imb-openmpi"
+    assert link.resolve() == out.resolve() and not os.path.isabs(os.readlink(link))
+    # the binary runs and is IMB 2021.3
+    help_ = subprocess.run([str(link / "bin/IMB-MPI1"), "-help"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    assert "Intel(R) MPI Benchmarks 2021.3" in help_.stdout + help_.stderr
+    # a second call reuses the build
+    again = build.ensure("imb", "openmpi", mirror=MIRROR, quiet=True)
+    assert again["built_at"] == rec["built_at"] and again["dir"] == rec["dir"]
+
+
+def test_corrupted_source_builds_nothing(isolated):
+    mirror = isolated / "mirror"
+    mirror.mkdir()
+    (mirror / "mpi-benchmarks-IMB-v2021.3.tar.gz").write_bytes(b"not IMB\n")
+    with pytest.raises(SourceError) as exc:
+        build.ensure("imb", "openmpi", mirror=mirror, quiet=True)
+    assert sha256_of(mirror / "mpi-benchmarks-IMB-v2021.3.tar.gz") in str(exc.value)
+    assert all(sha in str(exc.value) for _, sha, _ in sources.SOURCES["IMB"].files)
+    assert not (isolated / "cache").exists() or not any((isolated / "cache").glob("imb-*"))
+    assert not (isolated / "repo/.hpcvirt/suites/imb-openmpi").exists()
+
+
+@needs_mirror
+def test_failed_build_leaves_only_its_log(isolated, monkeypatch):
+    def broken(src, dest, w, log):
+        (dest / "bin").mkdir(parents=True)
+        (dest / "bin" / "IMB-MPI1").write_text("half")
+        log.write("compiler said no\n")
+        raise build.BuildError("the compiler failed")
+
+    monkeypatch.setitem(build.BUILDERS, "imb", broken)
+    with pytest.raises(build.BuildError, match=r"(?s)the compiler failed.*full log: .*failed\.log.*compiler said no"):
+        build.ensure("imb", "openmpi", mirror=MIRROR, quiet=True)
+    left = sorted(p.name for p in (isolated / "cache").iterdir() if not p.name.startswith(".imb"))
+    assert len(left) == 1 and left[0].endswith(".failed.log"), left
+    assert not (isolated / "repo/.hpcvirt/suites/imb-openmpi").exists()
+
+
+def test_unknown_suite_or_mpi_is_refused(isolated):
+    with pytest.raises(build.BuildError, match="no build recipe for 'hpl'"):
+        build.ensure("hpl", "openmpi")
+    with pytest.raises(build.BuildError, match="unknown MPI 'intelmpi'"):
+        build.toolchain("intelmpi", build.RECIPES["imb"])
+
+
+def test_study_needs_the_builds_its_testbeds_name():
+    from hpcvirt.config import load_study
+
+    root = Path(__file__).resolve().parents[1]
+    study, testbeds = load_study(config_path=root / "config/config.yaml", testbed_dir=root / "config/testbeds")
+    need = build.needed(study, testbeds)
+    # the vm testbed's guest image carries every build; local/bridge name theirs
+    assert need == sorted((s, m) for s in build.RECIPES for m in build.WRAPPERS)
+    only_local = dict(study, testbeds=["local"], offers={"local": study["offers"]["local"]})
+    assert ("npb", "openmpi") in build.needed(only_local, testbeds)
+    assert json.dumps(need)

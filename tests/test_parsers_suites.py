@@ -1,0 +1,74 @@
+"""The declarations' parsers on outputs of the project's own builds of the
+pinned suites (hpcvirt.build), captured through the workflow on the local,
+bridge and vm testbeds, and failures captured by hand from the same builds
+(tests/fixtures/suites/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcvirt.benchmarks import REGISTRY
+from hpcvirt.tidy import ParseError
+
+FIX = Path(__file__).parent / "fixtures" / "suites"
+
+# (file, declaration, what the launch expected, benchmark rows, metrics)
+GOOD = [
+    ("npb_local_openmpi-shm_cg.W_n4.out", "npb", {"kernel": "cg", "class": "W", "ranks": 4}, "npb-cg",
+     {"mops_total", "mops_per_process", "time"}),
+    ("npb_bridge_openmpi-net_is.W_n4.out", "npb", {"kernel": "is", "class": "W", "ranks": 4}, "npb-is",
+     {"mops_total", "mops_per_process", "time"}),
+    ("npb_vm_openmpi-net_ep.W_n4.out", "npb", {"kernel": "ep", "class": "W", "ranks": 4}, "npb-ep",
+     {"mops_total", "mops_per_process", "time"}),
+    ("imb_local_mpich-tcp_PingPong_2-22_i1000.out", "imb", {"test": "PingPong", "max_bytes": 1 << 22}, "imb",
+     {"latency", "bandwidth"}),
+    ("imb_vm_openmpi-shm_PingPong_2-22_i50.out", "imb", {"test": "PingPong", "max_bytes": 1 << 22}, "imb",
+     {"latency", "bandwidth"}),
+    ("osu_local_openmpi-shm_osu_allreduce_n4.out", "osu", {"test": "osu_allreduce", "max_bytes": 262144},
+     "osu_allreduce", {"latency_avg"}),
+    ("osu_bridge_openmpi-net_osu_bw_n2.out", "osu", {"test": "osu_bw", "max_bytes": 262144}, "osu_bw", {"bandwidth"}),
+    ("osu_vm_openmpi-net_osu_latency_n2.out", "osu", {"test": "osu_latency", "max_bytes": 65536}, "osu_latency",
+     {"latency_avg"}),
+]
+
+BAD = [
+    # NPB LU with a non-standard time step: NPB cannot verify it (class U, UNSUCCESSFUL)
+    ("npb-3.4.1_openmpi-4.1.4_lu.S_dt0.4-verif-fail_2r_hpcvirt-build.out", "npb",
+     {"kernel": "lu", "class": "S", "ranks": 2}, r"class U \(non-standard input"),
+    # interrupted during the sweep (SIGINT to mpirun)
+    ("imb-2021.3_openmpi-4.1.4_pingpong_tcp_sigint_hpcvirt-build.out", "imb",
+     {"test": "PingPong", "max_bytes": 1 << 22}, r"truncated: IMB PingPong stopped at 512 bytes"),
+    ("osu-7.4_openmpi-4.1.4_osu_bw_tcp_sigint_hpcvirt-build.out", "osu",
+     {"test": "osu_bw", "max_bytes": 262144}, r"sweep ends at 256 B.*truncated"),
+]
+
+
+@pytest.mark.parametrize("name,bench,expected,benchmark,metrics", GOOD, ids=[g[0] for g in GOOD])
+def test_outputs_of_the_project_builds_parse(name, bench, expected, benchmark, metrics):
+    rows = REGISTRY[bench].parse(FIX / name, expected)
+    assert rows and {r.benchmark for r in rows} == {benchmark}
+    assert {r.metric for r in rows} == metrics
+    assert all(r.value > 0 for r in rows)
+    version = {"npb": "3.4.1", "imb": "2021.3", "osu": "7.4"}[bench]
+    assert {r.extra.get("suite_version") for r in rows} == {version}
+    if bench == "npb":
+        assert all(r.verified for r in rows) and {r.variant for r in rows} == {expected["class"]}
+        assert {r.ranks for r in rows} == {expected["ranks"]}
+    else:
+        assert max(r.msg_bytes for r in rows) == expected["max_bytes"]
+
+
+@pytest.mark.parametrize("name,bench,expected,reason", BAD, ids=[b[0] for b in BAD])
+def test_failed_outputs_of_the_project_builds_are_rejected(name, bench, expected, reason):
+    with pytest.raises(ParseError, match=reason) as exc:
+        REGISTRY[bench].parse(FIX / name, expected)
+    assert str(FIX / name) in str(exc.value)            # the error names the file
+
+
+def test_a_run_of_another_kernel_or_size_is_rejected():
+    with pytest.raises(ParseError, match="npb-ep class W on 4"):
+        REGISTRY["npb"].parse(FIX / "npb_local_openmpi-shm_cg.W_n4.out", {"kernel": "ep", "class": "W", "ranks": 4})
+    with pytest.raises(ParseError, match="truncated"):
+        REGISTRY["osu"].parse(FIX / "osu_vm_openmpi-net_osu_latency_n2.out", {"test": "osu_latency", "max_bytes": 1 << 20})
