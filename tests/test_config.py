@@ -8,15 +8,13 @@ import pytest
 import yaml
 
 from hpcvirt.config import ConfigError, load_study
+from studies import study_for
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
 LOCAL = yaml.safe_load((ROOT / "config/testbeds/local.yaml").read_text())
 # The study restricted to the local testbed (for tests that rewrite local.yaml).
-LOCAL_STUDY = copy.deepcopy(STUDY)
-LOCAL_STUDY["testbeds"] = ["local"]
-LOCAL_STUDY["experiments"]["pingpong"]["paths"] = ["shm", "tcp"]
-LOCAL_STUDY["experiments"]["placement"]["enabled"] = False
+LOCAL_STUDY = study_for(["local"], {"local": LOCAL})
 
 
 def test_shipped_configs_are_valid():
@@ -28,10 +26,7 @@ def test_shipped_configs_are_valid():
 def test_every_testbed_file_is_valid():
     for path in sorted((ROOT / "config/testbeds").glob("*.yaml")):
         tb = yaml.safe_load(path.read_text())
-        study = dict(copy.deepcopy(STUDY), testbeds=[path.stem])
-        study["experiments"]["pingpong"]["mpis"] = sorted(tb["mpi"])
-        study["experiments"]["pingpong"]["paths"] = sorted({p for m in tb["mpi"].values() for p in m["paths"]})
-        study["experiments"]["placement"]["enabled"] = tb["nodes"] > 1 and any("advect" in m for m in tb["mpi"].values())
+        study = study_for([path.stem], {path.stem: tb})
         _, testbeds = load_study(study, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
         assert testbeds[path.stem]["name"] == path.stem
 

@@ -46,7 +46,9 @@ def test_generated_parts_are_up_to_date():
 
 
 def test_study_keys_documented():
-    missing = [k for k in leaves(load_schema("config.schema.yaml")) if k not in documented()]
+    # the keys of experiments.<e>.by_kind.<kind> are those of experiments.<e>, documented once
+    missing = [k for k in leaves(load_schema("config.schema.yaml"))
+               if k not in documented() and re.sub(r"(\.by_kind\.[^.]+)\..*", r"\1", k) not in documented()]
     assert not missing, f"undocumented keys in config/README.md: {missing}"
 
 

@@ -39,7 +39,7 @@ def test_schema_fragment(name):
     frag = b.schema()
     jsonschema.Draft202012Validator.check_schema(frag)
     assert load_schema("config.schema.yaml")["properties"]["experiments"]["properties"][b.experiment] == frag
-    assert set(frag["properties"]) == {"enabled", *b.params}
+    assert set(frag["properties"]) == {"enabled", "repetitions", "by_kind", *b.params}
     # a section with only its required keys is valid, and its defaults are valid too
     minimal = {k: _example(p) for k, p in b.params.items() if p.required}
     jsonschema.validate(minimal, frag)
@@ -131,6 +131,8 @@ def test_raw_path_encodes_every_parameter(name):
     exp = study["experiments"][b.experiment]
     base = b.configurations(exp, None)[0]
     for key, value in base.items():
+        if key == "repetitions":
+            continue        # more repetitions add rep-<n> outputs; they do not change a run
         changed = dict(base)
         if isinstance(value, bool):
             changed[key] = not value

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from hpcvirt import matrix, stats
 from hpcvirt.config import load_study
@@ -53,8 +54,35 @@ def test_summarize_groups_by_configuration_and_size():
 
 
 def _study(reps=4):
-    study, _ = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    """The shipped study with ``reps`` repetitions of every experiment."""
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    for exp in cfg["experiments"].values():
+        exp.pop("repetitions", None)
+    study, _ = load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
     return dict(copy.deepcopy(study), repetitions=reps)
+
+
+def test_experiments_with_fewer_repetitions_join_the_first_rounds_only():
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg["repetitions"] = 5
+    cfg["experiments"]["npb"]["repetitions"] = 2
+    study, _ = load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    order = matrix.schedule(study)
+    npb = [(c, r) for c, r in order if c.benchmark == "npb"]
+    n_npb = len({c.key for c, _ in npb})
+    assert n_npb and sorted({r for _, r in npb}) == [1, 2] and len(npb) == 2 * n_npb
+    assert sorted({r for c, r in order if c.benchmark == "netpipe"}) == [1, 2, 3, 4, 5]
+    # rounds run in order; the npb runs are interleaved with the others in rounds 1 and 2
+    reps = [r for _, r in order]
+    assert reps == sorted(reps)
+    # a qemu testbed's rounds are grouped by what they hold (one Snakemake rule per group)
+    groups = matrix.round_groups(study, "vm")
+    assert groups[0][0] == [1, 2] and "npb" in {c.benchmark for c in groups[0][1]}
+    assert sorted(r for g in groups for r in g[0]) == [1, 2, 3, 4, 5]
+    assert all("npb" not in {c.benchmark for c in g[1]} for g in groups[1:])
+    # the raw paths of every round exist in the matrix, and none twice
+    paths = matrix.all_raw_paths(study)
+    assert len(paths) == len(set(paths)) == len(order)
 
 
 def test_schedule_is_interleaved_round_by_round():

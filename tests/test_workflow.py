@@ -20,7 +20,9 @@ from hpcvirt.tidy import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-ENV = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+ENV = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}",
+           # the suites are built once for all copies of the repository (hpcvirt.build)
+           HPCVIRT_BUILD_CACHE=os.environ.get("HPCVIRT_BUILD_CACHE", str(ROOT / ".hpcvirt" / "suites")))
 PROFILE = ["--workflow-profile", "workflow/profiles/default"]
 
 
@@ -51,13 +53,13 @@ def test_dry_run_of_the_full_study():
     res = snakemake(*PROFILE, "-n", "--config", "campaign=dryrun-full")
     study, testbeds = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
     reps = study["repetitions"]
-    per_job = [c for c in matrix.configurations(study) if testbeds[c.testbed]["kind"] != "qemu"]
+    per_job = [(c, r) for c, r in matrix.schedule(study) if testbeds[c.testbed]["kind"] != "qemu"]
     m = re.search(r"^measure\s+(\d+)$", res.stdout, re.M)
-    assert m and int(m.group(1)) == len(per_job) * reps, res.stdout
+    assert m and int(m.group(1)) == len(per_job), res.stdout
     for name, tb in testbeds.items():
         if tb["kind"] == "qemu":  # one job per round boots the guests once
-            m = re.search(rf"^measure_round_{name}\s+(\d+)$", res.stdout, re.M)
-            assert m and int(m.group(1)) == reps, res.stdout
+            jobs = dict(re.findall(rf"^(measure_round_{name}_\d+)\s+(\d+)$", res.stdout, re.M))  # first table
+            assert sum(int(n) for n in jobs.values()) == reps, res.stdout
     for rule in ("parse", "aggregate", "figure_pingpong", "numbers", "paper"):
         assert re.search(rf"^{rule}\s+\d+$", res.stdout, re.M), rule
     assert not (ROOT / "data/raw/dryrun-full").exists()
@@ -158,8 +160,20 @@ def test_tiny_study_end_to_end(tmp_path):
         assert adv["verified"].all()
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
-    assert set(tidy["benchmark"]) == {"netpipe", "qperf"}
+    assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep"}
     assert tidy.groupby(["mpi", "interconnect"]).ngroups == 5  # 2 MPIs x 2 paths + raw TCP
+    # the pinned suites ran from the project's builds, on local and bridge (and in the guests):
+    # their rows name the suite version and the checksum of the source they were built from
+    shas = {}
+    for testbed in study["testbeds"]:
+        t = pd.read_csv(res / testbed / "tidy.csv", keep_default_na=False, na_values=[""])
+        suites = t[t["benchmark"].isin(["imb", "osu_latency", "npb-ep"])]
+        assert set(suites["benchmark"]) == {"imb", "osu_latency", "npb-ep"}, testbed
+        assert suites["source_sha256"].str.fullmatch(r"[0-9a-f]{64}").all(), testbed
+        assert set(suites["suite_version"].astype(str)) == {"2021.3", "7.4", "3.4.1"}, testbed
+        assert t.loc[t["benchmark"] == "npb-ep", "verified"].all()
+        shas[testbed] = dict(zip(suites["benchmark"], suites["source_sha256"]))
+    assert len({json.dumps(s, sort_keys=True) for s in shas.values()}) == 1   # the same builds everywhere
     assert (tidy["value"] > 0).all()
     summary = pd.read_csv(res / "summary.csv")
     assert {"median", "ci_low", "ci_high", "ci_level", "n"} <= set(summary.columns)
@@ -190,7 +204,9 @@ def test_tiny_study_end_to_end(tmp_path):
         assert json.loads((work / "data/raw" / campaign / testbed / "testbed.json").read_text())["testbed_hash"]
     local_yaml = work / "config/testbeds/local.yaml"
     original = local_yaml.read_text()
-    local_yaml.write_text(original.replace("--bind-to, core, --map-by, core", "--bind-to, none, --map-by, core", 1))
+    edited = original.replace('--bind-to, "core:overload-allowed"', "--bind-to, none", 1)
+    assert edited != original
+    local_yaml.write_text(edited)
     res_edit = snakemake(*PROFILE, "-n", "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}",
                          cwd=work, check=False)
     assert res_edit.returncode != 0

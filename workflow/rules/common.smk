@@ -25,7 +25,7 @@ PRIORITIES = matrix.priorities(STUDY)
 # The figures the campaign has data for (hpcvirt.figures).
 PAPER_FIGURES = figures.for_campaign(CONFIGURATIONS, TESTBEDS)
 # qemu testbeds boot their guests once per interleaved round (rule
-# measure_round_<testbed>); every other testbed has one job per measurement.
+# measure_round_<testbed>_<i>); every other testbed has one job per measurement.
 ROUND_TESTBEDS = [name for name, tb in TESTBEDS.items() if tb["kind"] == "qemu"]
 MEASURE_TESTBED_RE = "|".join(n for n in TESTBEDS if n not in ROUND_TESTBEDS) or "(?!)"
 
@@ -104,19 +104,25 @@ def measurement_preflight(wildcards):
     return ancient(f"data/raw/{wildcards.campaign}/{wildcards.testbed}/preflight.json")
 
 
-def round_outputs(testbed, ext):
+def round_outputs(configs, ext):
     """Raw outputs of one round of a qemu testbed (wildcards: campaign, rep)."""
-    study = dict(STUDY, testbeds=[testbed])
     return [
         f"data/raw/{{campaign}}/{c.testbed}/{c.benchmark}/{c.params}/rep-{{rep}}.{ext}"
-        for c in matrix.configurations(study)
+        for c in configs
     ]
 
 
-def round_priority_for(testbed):
+# Per qemu testbed, its rounds grouped by the configurations they hold (an
+# experiment with fewer repetitions than the study is in the first rounds only).
+ROUND_GROUPS = [
+    (tb, i, reps, configs)
+    for tb in ROUND_TESTBEDS
+    for i, (reps, configs) in enumerate(matrix.round_groups(STUDY, tb))
+]
+
+
+def round_priority_for(configs):
     """Priority of a round job: that of its earliest measurement."""
-    study = dict(STUDY, testbeds=[testbed])
-    configs = matrix.configurations(study)
 
     def round_priority(wildcards):
         rep = int(wildcards.rep)

@@ -36,17 +36,19 @@ rule measure:
         "../scripts/measure.py"
 
 
-for _round_tb in ROUND_TESTBEDS:
+for _round_tb, _i, _reps, _configs in ROUND_GROUPS:
 
     rule:
         name:
-            f"measure_round_{_round_tb.replace('-', '_')}"
+            f"measure_round_{_round_tb.replace('-', '_')}_{_i}"
         output:
-            raw=[protected(p) for p in round_outputs(_round_tb, "out")],
-            prov=round_outputs(_round_tb, "json"),
+            raw=[protected(p) for p in round_outputs(_configs, "out")],
+            prov=round_outputs(_configs, "json"),
         log:
             f"logs/measure_round/{{campaign}}/{_round_tb}/rep-{{rep}}.log",
-        priority: round_priority_for(_round_tb)
+        wildcard_constraints:
+            rep="|".join(str(r) for r in _reps),
+        priority: round_priority_for(_configs)
         threads: workflow.cores
         resources:
             benchmark=1,

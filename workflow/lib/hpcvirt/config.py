@@ -112,9 +112,11 @@ def _apply_defaults(data: dict, schema: Mapping) -> dict:
 
 def _check_study(study: dict, path: Path) -> None:
     for bench, exp in enabled(study):
-        problem = bench.check(exp)
-        if problem:
-            raise ConfigError(f"{path}: experiments.{bench.experiment}: {problem}")
+        for kind in (None, *sorted((exp.get("by_kind") or {}))):
+            where, settings = (f" (with by_kind.{kind})" if kind else ""), bench.for_kind(exp, kind)
+            problem = bench.check(settings)
+            if problem:
+                raise ConfigError(f"{path}: experiments.{bench.experiment}{where}: {problem}")
 
 
 # Placeholders each testbed kind fills in launcher words, path and benchmark arguments.
@@ -258,6 +260,7 @@ def load_study(
     _check_offers(study, testbeds, config_path, testbed_dir)
     # What each testbed offers, for the configuration matrix (hpcvirt.matrix).
     study["offers"] = {name: offers(tb) for name, tb in testbeds.items()}
+    study["kinds"] = {name: tb["kind"] for name, tb in testbeds.items()}
     return study, testbeds
 
 

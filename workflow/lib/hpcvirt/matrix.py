@@ -11,7 +11,9 @@ to what each testbed offers.  Raw outputs live at::
 where ``params`` (the declaration's ``raw_params``) encodes every parameter
 that changes the result, so a changed parameter never reuses an old output.
 
-Interleaving: repetition ``r`` of every configuration forms round ``r``; rounds
+Interleaving: repetition ``r`` of every configuration forms round ``r`` (an
+experiment may ask for fewer or more repetitions than the study: it takes
+part in rounds 1..its own); rounds
 run in order and the configurations inside a round run in an order shuffled
 with the study's seed (a different shuffle per round).  The order is handed
 to the scheduler as job priorities, so a failed measurement does not block
@@ -43,15 +45,16 @@ class Configuration:
 def configurations(study: dict) -> list[Configuration]:
     """All configurations of the study, in a stable (unshuffled) order: per
     testbed, per benchmark in registry order.  A testbed runs what it offers
-    (``study["offers"]``, filled in by :func:`hpcvirt.config.load_study`)."""
+    (``study["offers"]``, filled in by :func:`hpcvirt.config.load_study`,
+    with the testbeds' kinds in ``study["kinds"]``)."""
     out: list[Configuration] = []
-    offers = study.get("offers")
+    offers, kinds = study.get("offers"), study.get("kinds", {})
     for tb in study["testbeds"]:
         for bench, exp in enabled(study):
             offer = None if offers is None else offers.get(tb, {}).get(bench.name)
             if offers is not None and offer is None:
                 continue
-            for s in bench.configurations(exp, offer):
+            for s in bench.configurations(exp, offer, kinds.get(tb)):
                 out.append(Configuration(tb, bench.name, bench.raw_params(s), s))
     return out
 
@@ -67,16 +70,38 @@ def raw_path(campaign: str, c: Configuration, rep: int, ext: str = "out") -> str
     return f"{RAW_ROOT}/{campaign}/{c.testbed}/{c.benchmark}/{c.params}/rep-{rep}.{ext}"
 
 
+def _rounds(study: dict, configs: list[Configuration]) -> int:
+    """How many rounds: the study's repetitions, or an experiment's own if more."""
+    return max([study["repetitions"], *(c.settings.get("repetitions", 0) for c in configs)])
+
+
+def _in_round(study: dict, c: Configuration, rep: int) -> bool:
+    return rep <= c.settings.get("repetitions", study["repetitions"])
+
+
 def schedule(study: dict) -> list[tuple[Configuration, int]]:
     """The interleaved order: round by round, a seeded shuffle inside each round."""
     configs = configurations(study)
     rng = random.Random(study.get("seed", 0))
     order = []
-    for rep in range(1, study["repetitions"] + 1):
-        round_ = list(configs)
+    for rep in range(1, _rounds(study, configs) + 1):
+        round_ = [c for c in configs if _in_round(study, c, rep)]
         rng.shuffle(round_)
         order += [(c, rep) for c in round_]
     return order
+
+
+def round_groups(study: dict, testbed: str) -> list[tuple[list[int], list[Configuration]]]:
+    """The rounds of one testbed grouped by their configurations: [(reps,
+    configurations)], e.g. rounds 1-3 with every experiment and rounds 4-5
+    without those that ask for three repetitions."""
+    configs = [c for c in configurations(study) if c.testbed == testbed]
+    groups: dict[tuple, list[int]] = {}
+    for rep in range(1, _rounds(study, configs) + 1):
+        members = tuple(c for c in configs if _in_round(study, c, rep))
+        if members:
+            groups.setdefault(members, []).append(rep)
+    return [(reps, list(members)) for members, reps in groups.items()]
 
 
 def priorities(study: dict) -> dict[tuple[str, str, str, int], int]:

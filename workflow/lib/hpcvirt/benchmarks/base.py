@@ -106,6 +106,15 @@ def Mpis(doc="MPI libraries; each runs on the testbeds that offer the benchmark 
     return Choices(MPIS, doc, default, sweep="mpi", offered_by="mpi")
 
 
+#: The testbed kinds (hpcvirt.testbeds), for per-kind settings.
+KINDS = ("native", "netns-bridge", "qemu")
+BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one kind (`native`, `netns-bridge`, "
+               "`qemu`), e.g. a smaller class or fewer configurations in guests, which run slower (far slower under "
+               "TCG emulation); the raw-output path and every row record the settings a run used.")
+REPS_DOC = ("Repetitions of this experiment's configurations (interleaved rounds 1..n of the study's), instead of "
+            "the study's `repetitions`; every summary row states its n and the CI's achieved coverage.")
+
+
 # ------------------------------------------------------------------- builds
 @dataclass(frozen=True)
 class Package:
@@ -188,6 +197,12 @@ class Benchmark:
         ps = self.all_params()
         s = {"type": "object", "additionalProperties": False, "description": self.title,
              "properties": {k: p.schema() for k, p in ps.items()}}
+        s["properties"]["repetitions"] = {"type": "integer", "minimum": 1, "maximum": 1000, "description": REPS_DOC}
+        override = {"type": "object", "additionalProperties": False,
+                    "properties": {k: {kk: vv for kk, vv in p.schema().items() if kk != "default"}
+                                   for k, p in self.params.items()}}
+        s["properties"]["by_kind"] = {"type": "object", "additionalProperties": False, "description": BY_KIND_DOC,
+                                      "properties": {kind: override for kind in KINDS}}
         req = [k for k, p in ps.items() if p.required]
         if req:
             s["required"] = req
@@ -207,16 +222,26 @@ class Benchmark:
         """Hook: canonical settings of one configuration."""
         return settings
 
-    def configurations(self, exp: dict, offer: dict | None) -> list[dict]:
+    def for_kind(self, exp: dict, kind: str | None) -> dict:
+        """The experiment's settings on a testbed of this kind: its
+        ``by_kind.<kind>`` settings replace the others."""
+        base = {k: v for k, v in exp.items() if k != "by_kind"}
+        return {**base, **(exp.get("by_kind") or {}).get(kind, {})}
+
+    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
         """Settings of every configuration: one per combination of the swept
         list parameters (in declared order), restricted to what the testbed
         offers (``offer``: {mpi: [paths]} for MPI benchmarks, {} when a
-        client/server benchmark is offered, None = no restriction)."""
+        client/server benchmark is offered, None = no restriction) on a
+        testbed of ``kind`` (None: any)."""
+        exp = self.for_kind(exp, kind)
         sweeps = [(k, p.sweep) for k, p in self.params.items() if p.sweep]
         fixed = {k: exp[k] for k, p in self.params.items() if not p.sweep and k in exp}
         out: list[dict] = []
         for combo in itertools.product(*(exp[k] for k, _ in sweeps)):
             s = self.normalize({**fixed, **{name: v for (_, name), v in zip(sweeps, combo)}})
+            if "repetitions" in exp:
+                s["repetitions"] = exp["repetitions"]
             if offer is not None and self.mpi:
                 if s["mpi"] not in offer or ("path" in s and s["path"] not in offer[s["mpi"]]):
                     continue
