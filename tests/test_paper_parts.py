@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import yaml
+from studies import study_for
 
 from hpcvirt import matrix
 from hpcvirt.config import load_study
@@ -53,10 +54,7 @@ def test_parts_with_missing_data_are_left_out_and_listed():
 
 
 def _study(testbeds, **exps):
-    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    cfg["testbeds"] = testbeds
-    for k, v in exps.items():
-        cfg["experiments"][k].update(v)
+    cfg = study_for(testbeds, **exps)
     study, tbs = load_study(cfg, testbed_dir=ROOT / "config/testbeds")
     return matrix.configurations(study), tbs
 
@@ -65,9 +63,13 @@ def test_figures_follow_the_campaign():
     configs, tbs = _study(["local", "bridge", "vm"])
     assert [f.name for f in for_campaign(configs, tbs)] == [f.name for f in FIGURES]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False})
-    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths"]
+    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "npb", "osu", "agreement"]
+    configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False},
+                          imb={"enabled": False}, npb={"enabled": False})
+    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "osu"]
     configs, tbs = _study(["bridge"], pingpong={"paths": ["net"]})
-    assert [f.name for f in for_campaign(configs, tbs)] == ["datapaths", "placement"]
+    assert [f.name for f in for_campaign(configs, tbs)] == ["datapaths", "placement", "npb", "npbnorm", "osu",
+                                                            "agreement"]
 
 
 def test_figure_parts_need_their_figure():
@@ -83,3 +85,25 @@ def test_every_declared_figure_has_its_rule_and_notebook():
         assert f'pdf="paper/figures/{f.name}.pdf"' in block
         assert f'"../../notebooks/{f.notebook}.ipynb"' in block
         assert (ROOT / "notebooks" / f"{f.notebook}.ipynb").is_file()
+
+
+def test_parts_refer_only_to_labels_that_are_always_there():
+    """A part may be left out: no other text may refer to a label it defines
+    (a left-out label breaks the LaTeX build), and a part refers only to
+    labels of the sections or of itself."""
+    label = re.compile(r"\\label\{([^}]+)\}")
+    ref = re.compile(r"\\(?:ref|autoref|cref)\{([^}]+)\}")
+    sections = {p.name: p.read_text() for p in (ROOT / "paper/sections").glob("*.tex")}
+    always = {lab for text in sections.values() for lab in label.findall(text)}
+    always |= {"tab:results", "tab:overheads", "tab:reference"}            # generated tables, always built
+    for name, text in PARTS.items():
+        mine = set(label.findall(text))
+        generated = {lab for lab in ref.findall(text) if lab.startswith("tab:")}   # its own generated table
+        # \ref{fig:X} makes the part need figure X (part_needs): it is left out without it
+        figures = {f"fig:{f}" for f in part_needs(text)[1]}
+        bad = set(ref.findall(text)) - always - mine - generated - figures
+        assert not bad, f"part {name} refers to labels another part defines: {sorted(bad)}"
+    for fname, text in sections.items():
+        in_parts = {lab for t in PARTS.values() for lab in label.findall(t)}
+        bad = set(ref.findall(text)) & in_parts
+        assert not bad, f"{fname} refers to labels of parts that may be left out: {sorted(bad)}"

@@ -37,3 +37,57 @@ rule figure_placement:
         notebook="logs/notebooks/03-placement.ipynb",
     notebook:
         "../../notebooks/03-placement.ipynb"
+
+
+rule figure_npb:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/npb.pdf",
+    log:
+        notebook="logs/notebooks/04-npb.ipynb",
+    notebook:
+        "../../notebooks/04-npb.ipynb"
+
+
+rule figure_npbnorm:
+    input:
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        pdf="paper/figures/npbnorm.pdf",
+    log:
+        notebook="logs/notebooks/05-npbnorm.ipynb",
+    notebook:
+        "../../notebooks/05-npbnorm.ipynb"
+
+
+rule figure_osu:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/osu.pdf",
+    log:
+        notebook="logs/notebooks/06-osu.ipynb",
+    notebook:
+        "../../notebooks/06-osu.ipynb"
+
+
+rule figure_agreement:
+    input:
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        pdf="paper/figures/agreement.pdf",
+    log:
+        notebook="logs/notebooks/07-agreement.ipynb",
+    params:
+        latency_bytes=STUDY["paper"]["latency_bytes"],
+    notebook:
+        "../../notebooks/07-agreement.ipynb"

@@ -20,6 +20,8 @@ rule numbers:
         table="paper/generated/results_table.tex",
         overheads="paper/generated/overheads_table.tex",
         placement="paper/generated/placement_table.tex",
+        npb="paper/generated/npb_table.tex",
+        agreement="paper/generated/agreement_table.tex",
     log:
         "logs/paper/numbers.log",
     params:
@@ -67,6 +69,8 @@ rule paper:
         results_table="paper/generated/results_table.tex",
         overheads_table="paper/generated/overheads_table.tex",
         placement_table="paper/generated/placement_table.tex",
+        npb_table="paper/generated/npb_table.tex",
+        agreement_table="paper/generated/agreement_table.tex",
         reference_table="paper/generated/reference_table.tex",
         figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
     output:

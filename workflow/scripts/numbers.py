@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from hpcvirt.atomic import write_text
-from hpcvirt.paper import numbers_tex, overheads_tex, placement_tex, results_table_tex
+from hpcvirt.paper import agreement_tex, npb_tex, numbers_tex, overheads_tex, placement_tex, results_table_tex
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -24,10 +24,15 @@ with open(snakemake.log[0], "w") as log:
     latency_bytes = int(snakemake.params.latency_bytes)
     ovh_macros, ovh_table = overheads_tex(tidy, latency_bytes=latency_bytes)
     place_macros, place_table = placement_tex(summary, tidy)
+    npb_macros, npb_table = npb_tex(summary, tidy)
+    agree_macros, agree_table = agreement_tex(tidy, latency_bytes=latency_bytes)
     write_text(
         snakemake.output.numbers,
-        numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts) + ovh_macros + place_macros,
+        numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts) + ovh_macros + place_macros
+        + npb_macros + agree_macros,
     )
+    write_text(snakemake.output.npb, npb_table)
+    write_text(snakemake.output.agreement, agree_table)
     write_text(snakemake.output.overheads, ovh_table)
     write_text(snakemake.output.placement, place_table)
     write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))

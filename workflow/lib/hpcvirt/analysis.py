@@ -123,10 +123,11 @@ def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, laten
 
 
 def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
-    """The pairs the paper reports: every virtualized testbed against the
-    native one on the same benchmark, MPI and path kind; on each testbed,
+    """The pairs the paper reports (NetPIPE and qperf): every virtualized
+    testbed against the native one on the same benchmark, MPI and path kind; on each testbed,
     TCP loopback against shared memory per MPI; MPI over TCP against raw TCP."""
     out = []
+    tidy = tidy[tidy["benchmark"].isin(["netpipe", "qperf"])]
     cfgs = tidy[["testbed", "virtualization", "benchmark", "mpi", "interconnect"]].drop_duplicates()
     native = cfgs[cfgs["virtualization"] == "none"]
     for _, c in cfgs.iterrows():
@@ -200,3 +201,93 @@ def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
                                 reference_virtualization=rvirt, mpi=mpi, ranks=int(ranks), placement=placement,
                                 variant=variant, ratio=stats.median_ci((a[both] / b[both]).to_numpy())))
     return out
+
+
+# ------------------------------------------------------------ pinned suites
+def _is_vm(virtualization) -> bool:
+    return str(virtualization).startswith("qemu")
+
+
+def npb_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per testbed, MPI, NPB kernel, class and rank count: Mop/s
+    (total) and time (s), median [CI] over repetitions."""
+    d = summary[summary["benchmark"].astype(str).str.startswith("npb-")
+                & summary["metric"].isin(["mops_total", "time"])]
+    if d.empty:
+        return pd.DataFrame()
+    keys = ["testbed", "virtualization", "interconnect", "mpi", "benchmark", "variant", "ranks", "nodes"]
+    rows = []
+    for key, grp in d.groupby(keys, sort=True, dropna=False):
+        rec = dict(zip(keys, key))
+        for _, r in grp.iterrows():
+            m = {"mops_total": "mops", "time": "time"}[r["metric"]]
+            rec.update({m: r["median"], f"{m}_lo": r["ci_low"], f"{m}_hi": r["ci_high"], "n": int(r["n"]),
+                        "ci_level": r["ci_level"]})
+        rows.append(rec)
+    out = pd.DataFrame(rows).rename(columns={"variant": "klass"})
+    out["kernel"] = out["benchmark"].str.removeprefix("npb-").str.upper()
+    return out.sort_values(["kernel", "klass", "testbed", "mpi", "ranks"]).reset_index(drop=True)
+
+
+def npb_ratios(tidy: pd.DataFrame, metric: str = "time") -> pd.DataFrame:
+    """Every testbed's NPB ``metric`` over the native testbed's (virtualization
+    none, no container) for the same kernel, class, MPI and ranks, paired by
+    interleaved round: median [CI] of the per-round ratios."""
+    d = tidy[tidy["benchmark"].astype(str).str.startswith("npb-") & (tidy["metric"] == metric)]
+    if d.empty:
+        return pd.DataFrame()
+    keys = ["benchmark", "variant", "mpi", "ranks"]
+    per = d.groupby(["testbed", "virtualization", "interconnect", *keys, "rep"])["value"].median().reset_index()
+    native = per[per["virtualization"] == "none"]
+    rows = []
+    for key, s in per.groupby(["testbed", "virtualization", "interconnect", *keys], sort=True):
+        tb, virt, ic, bench, klass, mpi, ranks = key
+        ref = native[(native["benchmark"] == bench) & (native["variant"] == klass) & (native["mpi"] == mpi)
+                     & (native["ranks"] == ranks)]
+        for rtb, r in ref.groupby("testbed", sort=True):
+            a, b = s.set_index("rep")["value"], r.set_index("rep")["value"]
+            both = a.index.intersection(b.index)
+            if len(both):
+                ci = stats.median_ci((a[both] / b[both]).to_numpy())
+                rows.append(dict(testbed=tb, virtualization=virt, interconnect=ic, reference=rtb, mpi=mpi,
+                                 kernel=bench.removeprefix("npb-").upper(), klass=klass, ranks=int(ranks),
+                                 ratio=ci["median"], ratio_lo=ci["ci_low"], ratio_hi=ci["ci_high"], n=ci["n"],
+                                 ci_level=ci["ci_level"]))
+    return pd.DataFrame(rows)
+
+
+def tool_agreement(tidy: pd.DataFrame, latency_bytes: int = 8, tools: tuple[str, str] = ("imb", "netpipe"),
+                   variant: str = "PingPong") -> pd.DataFrame:
+    """Two ping-pong tools on the same testbed, MPI and path: latency at
+    ``latency_bytes`` (us) and peak bandwidth (Gbit/s) of each, median [CI]
+    over repetitions, and the ratio first/second paired by round."""
+    df = normalize_units(tidy)
+    a_name, b_name = tools
+    sel_a = (df["benchmark"] == a_name) & (df["variant"].fillna("") == variant)
+    d = df[(sel_a | (df["benchmark"] == b_name)) & df["metric"].isin(["latency", "bandwidth"])]
+    if d.empty:
+        return pd.DataFrame()
+    rows = []
+    for key, grp in d.groupby(["testbed", "virtualization", "mpi", "interconnect"], sort=True):
+        if set(grp["benchmark"]) != {a_name, b_name}:
+            continue
+        rec = dict(zip(["testbed", "virtualization", "mpi", "interconnect"], key))
+        per = {}
+        for tool, g in grp.groupby("benchmark"):
+            lat = g[(g["metric"] == "latency") & (g["msg_bytes"] == latency_bytes)].groupby("rep")["value"].median()
+            peak = g[g["metric"] == "bandwidth"].groupby("rep")["value"].max()
+            per[tool] = (lat, peak)
+            for name, s in (("lat", lat), ("peak", peak)):
+                if len(s):
+                    ci = stats.median_ci(s.to_numpy())
+                    rec.update({f"{tool}_{name}": ci["median"], f"{tool}_{name}_lo": ci["ci_low"],
+                                f"{tool}_{name}_hi": ci["ci_high"], f"{tool}_n": ci["n"]})
+        for i, name in enumerate(("lat", "peak")):
+            a, b = per[a_name][i], per[b_name][i]
+            both = a.index.intersection(b.index)
+            if len(both):
+                ci = stats.median_ci((a[both] / b[both]).to_numpy())
+                rec.update({f"{name}_ratio": ci["median"], f"{name}_ratio_lo": ci["ci_low"],
+                            f"{name}_ratio_hi": ci["ci_high"], "ci_level": ci["ci_level"]})
+        rows.append(rec)
+    return pd.DataFrame(rows)

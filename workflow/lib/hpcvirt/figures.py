@@ -14,16 +14,23 @@ class Figure:
     notebook: str                # notebooks/<notebook>.ipynb
     benchmark: str               # a configuration of this benchmark is needed ...
     kinds: tuple[str, ...] = ()  # ... on a testbed of one of these kinds (empty: any)
+    also: tuple[str, ...] = ()   # and configurations of these benchmarks (anywhere)
 
     def wanted(self, configurations, testbeds: dict) -> bool:
-        return any(c.benchmark == self.benchmark and (not self.kinds or testbeds[c.testbed]["kind"] in self.kinds)
-                   for c in configurations)
+        have = {c.benchmark for c in configurations}
+        return all(b in have for b in self.also) and any(
+            c.benchmark == self.benchmark and (not self.kinds or testbeds[c.testbed]["kind"] in self.kinds)
+            for c in configurations)
 
 
 FIGURES = (
     Figure("pingpong", "01-pingpong", "netpipe", ("native",)),
     Figure("datapaths", "02-datapaths", "netpipe"),
     Figure("placement", "03-placement", "advect"),
+    Figure("npb", "04-npb", "npb"),
+    Figure("npbnorm", "05-npbnorm", "npb", ("netns-bridge", "qemu")),
+    Figure("osu", "06-osu", "osu"),
+    Figure("agreement", "07-agreement", "imb", (), ("netpipe",)),
 )
 
 
