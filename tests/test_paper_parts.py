@@ -63,13 +63,14 @@ def test_figures_follow_the_campaign():
     configs, tbs = _study(["local", "bridge", "vm"])
     assert [f.name for f in for_campaign(configs, tbs)] == [f.name for f in FIGURES]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False})
-    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "npb", "osu", "agreement"]
+    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "npb", "osu", "agreement",
+                                                            "commprof"]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False},
-                          imb={"enabled": False}, npb={"enabled": False})
+                          imb={"enabled": False}, npb={"enabled": False}, profile={"enabled": False})
     assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "osu"]
     configs, tbs = _study(["bridge"], pingpong={"paths": ["net"]})
     assert [f.name for f in for_campaign(configs, tbs)] == ["datapaths", "placement", "npb", "npbnorm", "osu",
-                                                            "agreement"]
+                                                            "agreement", "commprof"]
 
 
 def test_figure_parts_need_their_figure():

@@ -160,7 +160,14 @@ def test_tiny_study_end_to_end(tmp_path):
         assert adv["verified"].all()
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
-    assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep"}
+    assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep", "commprof-cg"}
+    # the communication profile (NPB CG with the project's PMPI profiler) natively and across the bridge
+    for testbed in ("local", "bridge"):
+        prof = pd.read_csv(res / testbed / "tidy.csv").query("benchmark == 'commprof-cg'")
+        share = prof.loc[prof["metric"] == "mpi_time_share", "value"]
+        assert len(share) == 1 and 0 < share.iloc[0] < 1, testbed
+        sent = prof[prof["metric"] == "bytes_sent"]
+        assert set(sent["variant"]) >= {"S 0>1", "S 1>0"} and (sent["value"] > 0).all(), testbed
     assert tidy.groupby(["mpi", "interconnect"]).ngroups == 5  # 2 MPIs x 2 paths + raw TCP
     # the pinned suites ran from the project's builds, on local and bridge (and in the guests):
     # their rows name the suite version and the checksum of the source they were built from

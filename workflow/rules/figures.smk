@@ -91,3 +91,14 @@ rule figure_agreement:
         latency_bytes=STUDY["paper"]["latency_bytes"],
     notebook:
         "../../notebooks/07-agreement.ipynb"
+
+
+rule figure_commprof:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+    output:
+        pdf="paper/figures/commprof.pdf",
+    log:
+        notebook="logs/notebooks/08-commprof.ipynb",
+    notebook:
+        "../../notebooks/08-commprof.ipynb"

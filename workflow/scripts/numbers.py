@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from hpcvirt.atomic import write_text
-from hpcvirt.paper import agreement_tex, npb_tex, numbers_tex, overheads_tex, placement_tex, results_table_tex
+from hpcvirt.paper import agreement_tex, commprof_tex, npb_tex, numbers_tex, overheads_tex, placement_tex, results_table_tex
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -29,7 +29,7 @@ with open(snakemake.log[0], "w") as log:
     write_text(
         snakemake.output.numbers,
         numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts) + ovh_macros + place_macros
-        + npb_macros + agree_macros,
+        + npb_macros + agree_macros + commprof_tex(summary),
     )
     write_text(snakemake.output.npb, npb_table)
     write_text(snakemake.output.agreement, agree_table)

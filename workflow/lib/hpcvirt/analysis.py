@@ -291,3 +291,23 @@ def tool_agreement(tidy: pd.DataFrame, latency_bytes: int = 8, tools: tuple[str,
                             f"{name}_ratio_hi": ci["ci_high"], "ci_level": ci["ci_level"]})
         rows.append(rec)
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------ communication profiles
+def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(shares, matrix) of the communication profiles: per testbed, MPI,
+    kernel, class and ranks the share of time in MPI (median [CI]); and the
+    bytes each rank sent to each other rank (median over repetitions), with
+    ``src`` and ``dst`` split out of the variant (``<class> <src>><dst>``)."""
+    d = summary[summary["benchmark"].astype(str).str.startswith("commprof-")]
+    if d.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    d = d.assign(kernel=d["benchmark"].str.removeprefix("commprof-").str.upper())
+    keep = ["testbed", "virtualization", "interconnect", "mpi", "kernel", "ranks", "median", "ci_low", "ci_high", "n",
+            "ci_level"]
+    shares = d[d["metric"] == "mpi_time_share"].assign(klass=lambda x: x["variant"])[keep + ["klass"]]
+    m = d[d["metric"] == "bytes_sent"].copy()
+    parts = m["variant"].str.extract(r"^(?P<klass>\S+) (?P<src>\d+)>(?P<dst>\d+)$")
+    m = pd.concat([m[keep], parts], axis=1).astype({"src": int, "dst": int})
+    return (shares.sort_values(["kernel", "testbed"]).reset_index(drop=True),
+            m.sort_values(["kernel", "testbed", "src", "dst"]).reset_index(drop=True))

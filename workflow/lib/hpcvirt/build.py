@@ -69,6 +69,11 @@ WRAPPERS = {
 NPB_KERNELS = ("cg", "ep", "ft", "is", "lu", "mg")
 NPB_CLASSES = ("S", "W", "A")
 
+#: The project's communication profiler (a PMPI library for Open MPI), built
+#: with NPB into ``lib/libhpcvirt-commprof.so`` of the Open MPI build.
+COMMPROF_SRC = Path(__file__).resolve().parents[2] / "src" / "commprof.c"
+COMMPROF_LIB = "lib/libhpcvirt-commprof.so"
+
 #: Where a build's binaries are, below its directory (what a testbed's
 #: ``binary`` names after ``.hpcvirt/suites/<suite>-<mpi>/``).
 BINARY_DIRS = {"npb": "bin", "imb": "bin/IMB-MPI1", "osu": "libexec/osu-micro-benchmarks/mpi"}
@@ -102,16 +107,18 @@ class Recipe:
     flags: str
     patches: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
+    extras: tuple[Path, ...] = ()  # the project's own sources built with the suite (workflow/src/...)
 
     def describe(self) -> dict:
         return {"suite": self.suite, "source": self.source, "languages": list(self.languages),
                 "flags": self.flags, "patches": list(self.patches), "targets": list(self.targets),
-                "format": RECIPE_FORMAT}
+                "extras": {f"workflow/src/{e.name}": sources.sha256_of(e) for e in self.extras}, "format": RECIPE_FORMAT}
 
 
 RECIPES = {r.suite: r for r in (
     Recipe("npb", "NPB", ("fc", "cc"), "FFLAGS=-O3 -fallow-argument-mismatch CFLAGS=-O3",
-           targets=tuple(f"{k}.{c}" for c in NPB_CLASSES for k in NPB_KERNELS)),
+           targets=tuple(f"{k}.{c}" for c in NPB_CLASSES for k in NPB_KERNELS)
+           + ("lib/libhpcvirt-commprof.so (Open MPI only)",), extras=(COMMPROF_SRC,)),
     Recipe("imb", "IMB", ("cc", "cxx"), "-O2 (replaces IMB's default -O0; -g kept)",
            patches=("src_cpp/Makefile: '-g -O0' -> '-g -O2' in CFLAGS and CXXFLAGS",), targets=("IMB-MPI1",)),
     Recipe("osu", "osu-micro-benchmarks", ("cc", "cxx"), "CFLAGS=-O2 CXXFLAGS=-O2",
@@ -197,6 +204,10 @@ def _build_npb(src: Path, dest: Path, w: dict, log) -> None:
             if not exe.is_file():
                 raise BuildError(f"NPB built no {exe.name}")
             shutil.copy2(exe, dest / "bin" / exe.name)
+    if w["cc"] == WRAPPERS["openmpi"]["cc"]:
+        (dest / "lib").mkdir()
+        _run([w["cc"], "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
+              str(dest / COMMPROF_LIB), str(COMMPROF_SRC), "-lmpi_mpifh"], tree, log)
 
 
 def _build_imb(src: Path, dest: Path, w: dict, log) -> None:

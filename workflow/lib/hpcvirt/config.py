@@ -273,12 +273,23 @@ def _differences(old, new, prefix: str = "") -> list[str]:
     return [] if old == new else [f"{prefix}: {old!r} -> {new!r}"]
 
 
+def _is_new_offer(difference: str) -> bool:
+    """A difference that only adds a benchmark entry (``mpi.<mpi>.<bench>`` or
+    ``<bench>``) the campaign's record did not have."""
+    key, _, change = difference.partition(": ")
+    parts = key.split(".")
+    where_ok = len(parts) == 1 or (len(parts) == 3 and parts[0] == "mpi")
+    return where_ok and parts[-1] in {b.name for b in REGISTRY} and change.startswith("None -> ")
+
+
 def check_campaign_testbeds(campaign: str, testbeds: dict[str, dict], raw_root: str = "data/raw") -> None:
     """Refuse to add measurements made with edited testbed settings to a
     campaign that already has some: raw-output paths encode the benchmark
     parameters, not the testbed's launcher, flags or environment, so an
     edited testbed file would otherwise be silently mixed with (or hidden
-    behind) the old outputs.  A campaign measured before testbed records
+    behind) the old outputs.  Adding a benchmark the record did not offer
+    changes no earlier output and is accepted (each run's provenance has its
+    own testbed hash).  A campaign measured before testbed records
     existed has none, and is accepted as it is."""
     for name, tb in testbeds.items():
         record = Path(raw_root) / campaign / name / "testbed.json"
@@ -290,6 +301,8 @@ def check_campaign_testbeds(campaign: str, testbeds: dict[str, dict], raw_root: 
             raise ConfigError(f"{record}: unreadable testbed record of campaign {campaign!r}: {exc}") from None
         if old.get("testbed_hash") != testbed_hash(tb):
             diff = [d for d in _differences(old.get("testbed", {}), tb) if not d.startswith("description:")]
+            if all(_is_new_offer(d) for d in diff):
+                continue  # only benchmarks added: no earlier output was measured with other settings
             raise ConfigError(
                 f"config/testbeds/{name}.yaml changed since campaign {campaign!r} measured on it "
                 f"({record} records {old.get('testbed_hash')}, the file now gives {testbed_hash(tb)}):\n    "

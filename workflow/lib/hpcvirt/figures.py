@@ -31,6 +31,7 @@ FIGURES = (
     Figure("npbnorm", "05-npbnorm", "npb", ("netns-bridge", "qemu")),
     Figure("osu", "06-osu", "osu"),
     Figure("agreement", "07-agreement", "imb", (), ("netpipe",)),
+    Figure("commprof", "08-commprof", "commprof"),
 )
 
 

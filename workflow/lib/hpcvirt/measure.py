@@ -110,7 +110,9 @@ def ensure_binary(tb: dict, c: Configuration) -> dict | None:
             rec = ensure_build(*which)
         except (BuildError, SourceError) as exc:
             raise MeasurementError(f"could not build {bench.name} ({binary}): {exc}") from None
-        program = bench.job(c.settings, entry[bench.name]).argv[0]
+        # the program: the first word of the argv inside the build (after e.g. `env LD_PRELOAD=...`)
+        argv = bench.job(c.settings, entry[bench.name]).argv
+        program = next((w for w in argv if w.startswith(binary.rstrip("/"))), argv[0])
         if not in_guest(binary) and not Path(program).is_file():
             raise MeasurementError(f"{c.testbed}: the project's build of {which[0]} ({rec['dir']}) has no {program}; "
                                    f"it builds {', '.join(rec['recipe']['targets'])} (a testbed may name a site's "

@@ -474,3 +474,27 @@ def parts_tex(parts: dict[str, str], numbers: str, figures: set[str]) -> tuple[s
         body = ""
     lines.append(f"\\newcommand{{\\hvOmittedParts}}{{{body}}}\n")
     return "".join(lines), included, omitted
+
+
+def commprof_tex(summary: pd.DataFrame) -> str:
+    """Macros of the communication profiles: ``\\hvProfShare<Kernel><Testbed>``
+    (percent of time in MPI, with Lo/Hi), ``\\hvProfMiB<Kernel><Testbed>``
+    (MiB sent by all ranks together), ``\\hvProfPairs<Kernel><Testbed>``
+    (rank pairs that exchanged data, of ``\\hvProfRanks`` ranks) and
+    ``\\hvProfReps``."""
+    from .analysis import commprof_summary
+
+    shares, matrix = commprof_summary(summary)
+    if shares.empty:
+        return ""
+    out = [macro("hvProfReps", str(int(shares["n"].min()))),
+           macro("hvProfRanks", ", ".join(str(r) for r in sorted(shares["ranks"].unique())))]
+    for _, r in shares.iterrows():
+        k = f"{camel(r['kernel'])}{camel(r['testbed'])}"
+        out += [macro(f"hvProfShare{k}", fmt(100 * r["median"], 2)), macro(f"hvProfShare{k}Lo", fmt(100 * r["ci_low"], 2)),
+                macro(f"hvProfShare{k}Hi", fmt(100 * r["ci_high"], 2))]
+    for (kernel, tb), g in matrix.groupby(["kernel", "testbed"]):
+        k = f"{camel(kernel)}{camel(tb)}"
+        out += [macro(f"hvProfMiB{k}", fmt(g["median"].sum() / 2**20)),
+                macro(f"hvProfPairs{k}", str(int(((g["src"] != g["dst"]) & (g["median"] > 0)).sum())))]
+    return "".join(out)
