@@ -136,3 +136,28 @@ def test_edited_testbed_is_refused_for_its_campaign(tmp_path):
     for needle in ("config/testbeds/local.yaml changed since campaign 'c1'", str(record),
                    "mpi.mpich.paths.tcp.env.UCX_TLS: 'tcp,self' -> 'tcp'", "new campaign"):
         assert needle in str(exc.value), needle
+
+
+def test_added_benchmark_keeps_the_campaign_record_valid(tmp_path):
+    """A benchmark entry the record did not have changes no earlier output:
+    accepted; changing or removing an existing entry is refused."""
+    import json
+
+    from hpcvirt.config import check_campaign_testbeds, testbed_hash
+
+    _, tbs = load_study(copy.deepcopy(LOCAL_STUDY), config_path="config/config.yaml",
+                        testbed_dir=ROOT / "config/testbeds")
+    old = copy.deepcopy(tbs["local"])
+    del old["mpi"]["openmpi"]["commprof"]
+    record = tmp_path / "c1" / "local" / "testbed.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"testbed_hash": testbed_hash(old), "testbed": old}))
+    check_campaign_testbeds("c1", tbs, raw_root=str(tmp_path))     # commprof added: accepted
+    changed = copy.deepcopy(tbs)
+    changed["local"]["mpi"]["openmpi"]["npb"]["binary"] = "/elsewhere/bin"
+    with pytest.raises(ConfigError, match=r"mpi\.openmpi\.npb\.binary"):
+        check_campaign_testbeds("c1", changed, raw_root=str(tmp_path))
+    removed = copy.deepcopy(tbs)
+    del removed["local"]["mpi"]["openmpi"]["netpipe"]
+    with pytest.raises(ConfigError, match=r"mpi\.openmpi\.netpipe: \{"):
+        check_campaign_testbeds("c1", removed, raw_root=str(tmp_path))
