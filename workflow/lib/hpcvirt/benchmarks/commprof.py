@@ -31,6 +31,7 @@ profile block is complete: one ``rank`` line per rank, well-formed lines,
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
@@ -97,10 +98,10 @@ class CommProfile(Benchmark):
                "(a rank line per rank, end line)")
 
     def job(self, s: dict, entry: dict) -> Job:
-        ranks, root = s["ranks"], entry["binary"].rstrip("/")
-        argv = ["env", f"LD_PRELOAD={root}/{LIB}", f"{root}/bin/{s['kernel']}.{s['klass']}.x"]
-        return Job(argv, mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks,
-                   path=s["path"])
+        """NPB's job (same binary and rank layout) with the profiler preloaded."""
+        root = entry["binary"].rstrip("/")
+        npb = NPB.job(s, {"binary": f"{root}/bin"})
+        return replace(npb, argv=["env", f"LD_PRELOAD={root}/{LIB}", *npb.argv])
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return NPB.expected(s, rank_hosts)
