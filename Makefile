@@ -9,7 +9,7 @@ PROFILE := --workflow-profile workflow/profiles/default
 # A fresh measurement campaign per `make` run; never overwrites an older one.
 CAMPAIGN ?= local-$(shell date -u +%Y%m%dT%H%M%SZ)
 FIGURE ?= pingpong
-FEATURES ?= base slurm vm containers
+FEATURES ?= base slurm vm containers tools
 # What the default study (config/config.yaml: local, bridge, vm) needs.
 STUDY_FEATURES ?= base vm
 

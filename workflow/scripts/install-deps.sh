@@ -2,7 +2,8 @@
 # Install what the artifact needs on Debian 12: the Debian packages listed in
 # workflow/envs/debian-packages*.txt (only the missing ones) and a Python venv
 # (.venv) with the pinned packages of requirements.lock.  Idempotent.
-# usage: install-deps.sh [FEATURE...]   features: base (default), slurm, vm, containers
+# usage: install-deps.sh [FEATURE...]   features: base (default), slurm, vm, containers, tools
+# (tools: the citation-metadata validator, in a venv of its own)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -12,9 +13,9 @@ features=("$@")
 lists=(workflow/envs/debian-packages.txt)
 for f in "${features[@]}"; do
   case $f in
-    base) ;;
+    base|tools) ;;
     slurm|vm|containers) lists+=("workflow/envs/debian-packages-$f.txt") ;;
-    *) echo "install-deps: unknown feature '$f' (allowed: base slurm vm containers)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown feature '$f' (allowed: base slurm vm containers tools)" >&2; exit 2 ;;
   esac
 done
 
@@ -56,5 +57,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
   .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   echo "$want" > "$stamp"
+fi
+# The citation-metadata validator: its pins conflict with the workflow's, so it has a venv of its own.
+if [[ " ${features[*]} " == *" tools "* ]]; then
+  tools=.hpcvirt/tools/cffconvert
+  want=$(sha256sum workflow/envs/cffconvert.lock | cut -d' ' -f1)
+  if [ "$(cat "$tools/.lock.sha256" 2>/dev/null)" != "$want" ]; then
+    echo "install-deps: installing the citation validator (workflow/envs/cffconvert.lock) into $tools"
+    rm -rf "$tools"
+    "$PY" -m venv "$tools"
+    "$tools/bin/python" -m pip install -q --disable-pip-version-check -r workflow/envs/cffconvert.lock
+    echo "$want" > "$tools/.lock.sha256"
+  fi
 fi
 echo "install-deps: ready (${features[*]})"
