@@ -27,6 +27,14 @@ def atomic_path(path: str | os.PathLike):
         raise
 
 
+def publish(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Give the finished file ``tmp`` its final name ``path`` without ever
+    replacing a file there (no-clobber: a hard link, then the temporary name
+    is dropped).  Raises FileExistsError, leaving both files as they are."""
+    os.link(tmp, path)
+    os.unlink(tmp)
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -2,10 +2,20 @@
 namespace when the testbed asks for one), and write the raw output and its
 provenance record.
 
-Outputs are written atomically.  A failed or timed-out run never lands at
-the raw path: its output is kept next to it under a unique
-``rep-N.failed-<UTC time>.out`` name (never overwritten) and the error names
-that file and ends with the last lines it printed.
+Outputs are written atomically, and a raw output is never replaced: it is
+published with a no-clobber link, and a measurement whose raw path already
+exists is refused.  A failed or timed-out run never lands at the raw path:
+its output is kept next to it under a unique ``rep-N.failed-<UTC time>.out``
+name (never overwritten) and the error names that file and ends with the
+last lines it printed.  The ``.rep-N.out.*.partial`` file of a run that was
+killed before it could clean up is removed by the next attempt, which says so.
+
+A round on a qemu testbed (:func:`run_round`) keeps what it finished when it
+is interrupted or fails: each finished raw output and its provenance get a
+second hard link, ``.rep-N.out.kept`` (the round's journal).  The workflow
+manager removes the outputs of an interrupted job before running it again;
+the rerun links the kept files back (the same files, untouched) and measures
+only the rest.  The journal is dropped when the round ends without error.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import provenance
-from .atomic import write_json
+from .atomic import publish, write_json
 from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
 from .config import testbed_hash
@@ -153,6 +163,8 @@ def record_testbed(campaign: str, tb: dict) -> None:
 
 def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str,
                     bed=None) -> dict:
+    if Path(raw_out).exists():
+        raise MeasurementError(f"{raw_out} exists: a raw output is never replaced (delete it to measure it again)")
     if tb["kind"] == "netns-bridge" and bed is None:
         from .netns import NetnsBridge
 
@@ -173,6 +185,7 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
             ctx["source_sha256"] = binary["build"]["source"]["sha256"]
     ctx["testbed_hash"] = testbed_hash(tb)
     digest = provenance.config_hash(study, tb)
+    clear_partials(raw_out_p)
     fd, tmp_out = tempfile.mkstemp(prefix=f".{raw_out_p.name}.", suffix=".partial", dir=raw_out_p.parent)
     os.close(fd)
     try:
@@ -181,7 +194,11 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
         rec = provenance.record(launch=spec, status=status, config_digest=digest, context=ctx)
         if succeeded(status):
             os.chmod(tmp_out, 0o444)
-            os.replace(tmp_out, raw_out)
+            try:
+                publish(tmp_out, raw_out)
+            except FileExistsError:
+                raise MeasurementError(f"{raw_out} appeared while {ctx['run_id']} ran (another writer?); "
+                                       f"it is kept as it is and this run's output is dropped") from None
             write_json(prov_out, rec)
             return rec
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -206,6 +223,16 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
     the first failure is raised at the end."""
     from .qemu import QemuCluster
 
+    pending = []
+    for c, raw, prov in items:
+        if restore_kept(raw, prov):
+            print(f"kept: {c.benchmark}/{c.params} rep {rep} (finished by an earlier, interrupted attempt "
+                  f"of this round)", file=sys.stderr)
+        else:
+            pending.append((c, raw, prov))
+    if not pending:
+        drop_kept(items)
+        return []
     vm, net = tb.get("vm", {}), tb.get("network", {})
     records, errors = [], []
     with QemuCluster(bed_tag(study["campaign"], tb["name"], rep), guests=tb["nodes"], vcpus=vm.get("vcpus", 1),
@@ -213,13 +240,62 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
                      boot_timeout_s=vm.get("boot_timeout_s", 240), subnet=net.get("subnet", "198.18.1.0/24"),
                      mtu=net.get("mtu", 1500)) as cluster:
         print(f"guests up ({cluster.accel}): {', '.join(cluster.guests)}", file=sys.stderr)
-        for c, raw, prov in items:
+        for i, (c, raw, prov) in enumerate(pending, 1):
+            print(f"[{i}/{len(pending)}] {c.benchmark}/{c.params} rep {rep}", file=sys.stderr, flush=True)
             try:
                 records.append(run_measurement(study, tb, c, rep, raw, prov, bed=cluster))
-                print(f"ok: {c.benchmark}/{c.params} rep {rep}", file=sys.stderr)
+                keep(raw, prov)
+                print(f"ok: {c.benchmark}/{c.params} rep {rep}", file=sys.stderr, flush=True)
             except MeasurementError as exc:
                 errors.append(exc)
                 cluster.check_alive()  # a dead guest ends the round with its own error
     if errors:
         raise errors[0]
+    drop_kept(items)
     return records
+
+
+def clear_partials(raw: Path) -> list[Path]:
+    """Remove what runs of this measurement left when they were killed
+    before they could clean up (``.rep-N.out.*.partial``: never parsed, never
+    a raw output), saying so; return what was removed."""
+    stale = sorted(raw.parent.glob(f".{raw.name}.*.partial"))
+    for p in stale:
+        print(f"removed {p}: the partial output of an earlier run that was interrupted", file=sys.stderr)
+        p.unlink(missing_ok=True)
+    return stale
+
+
+def _kept(path: str) -> Path:
+    p = Path(path)
+    return p.with_name(f".{p.name}.kept")
+
+
+def keep(raw: str, prov: str) -> None:
+    """Journal a finished measurement of a round (a second hard link of its
+    raw output and provenance), so an interrupted round keeps it."""
+    for path in (prov, raw):
+        k = _kept(path)
+        k.unlink(missing_ok=True)
+        os.link(path, k)
+
+
+def restore_kept(raw: str, prov: str) -> bool:
+    """True if the measurement is already complete: its raw output is at
+    its path, or its journal links are there and are linked back (the same
+    files: nothing is copied or rewritten)."""
+    if Path(raw).exists() and Path(prov).exists():
+        return True
+    kraw, kprov = _kept(raw), _kept(prov)
+    if not (kraw.exists() and kprov.exists()):
+        return False
+    for path, kept in ((raw, kraw), (prov, kprov)):
+        if not Path(path).exists():
+            os.link(kept, path)
+    return True
+
+
+def drop_kept(items) -> None:
+    for _, raw, prov in items:
+        for path in (raw, prov):
+            _kept(path).unlink(missing_ok=True)

@@ -1,0 +1,167 @@
+"""Faults: a raw output is never replaced, an interrupted run's partial file
+is cleared and reported, and an interrupted VM round keeps the measurements
+it finished (its journal), measuring only the rest when run again.
+
+The unit tests need nothing; the round test (``vm`` and ``e2e`` markers)
+sends SIGINT to a real Snakemake run whose guests are up, as root with qemu."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpcvirt.measure import MeasurementError, clear_partials, drop_kept, keep, restore_kept, run_measurement
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _measured(tmp_path: Path, name: str = "rep-1") -> tuple[str, str]:
+    raw, prov = tmp_path / f"{name}.out", tmp_path / f"{name}.json"
+    raw.write_text("# a finished raw output\n1 2 3\n")
+    raw.chmod(0o444)
+    prov.write_text('{"exit_code": 0}\n')
+    return str(raw), str(prov)
+
+
+def test_a_kept_measurement_comes_back_as_the_same_file(tmp_path):
+    raw, prov = _measured(tmp_path)
+    before = (os.stat(raw).st_ino, Path(raw).read_bytes(), os.stat(prov).st_ino)
+    keep(raw, prov)
+    # what the workflow manager does to the outputs of an interrupted job before it runs it again
+    os.unlink(raw)
+    os.unlink(prov)
+    assert restore_kept(raw, prov)
+    assert (os.stat(raw).st_ino, Path(raw).read_bytes(), os.stat(prov).st_ino) == before
+    drop_kept([(None, raw, prov)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep-1.json", "rep-1.out"]
+
+
+def test_restore_kept_without_a_journal_means_measure_it(tmp_path):
+    raw, prov = str(tmp_path / "rep-2.out"), str(tmp_path / "rep-2.json")
+    assert not restore_kept(raw, prov)
+    Path(raw).write_text("raw without its provenance: not complete\n")
+    assert not restore_kept(raw, prov)
+    raw3, prov3 = _measured(tmp_path, "rep-3")
+    assert restore_kept(raw3, prov3)          # complete where it is: nothing to do
+
+
+def test_stale_partials_of_this_measurement_are_removed_and_reported(tmp_path, capsys):
+    raw = tmp_path / "rep-1.out"
+    mine = [tmp_path / ".rep-1.out.abc123.partial", tmp_path / ".rep-1.out.zz.partial"]
+    other = tmp_path / ".rep-11.out.abc.partial"
+    for p in (*mine, other):
+        p.write_text("cut off\n")
+    assert clear_partials(raw) == sorted(mine)
+    assert [p.exists() for p in (*mine, other)] == [False, False, True]
+    err = capsys.readouterr().err
+    assert all(str(p) in err for p in mine) and "interrupted" in err
+
+
+def test_an_existing_raw_output_is_never_replaced(tmp_path):
+    raw, prov = _measured(tmp_path)
+    before = (os.stat(raw).st_ino, Path(raw).read_bytes())
+    with pytest.raises(MeasurementError, match="never replaced"):
+        run_measurement({"campaign": "c"}, {"kind": "native"}, None, 1, raw, prov)
+    assert (os.stat(raw).st_ino, Path(raw).read_bytes()) == before
+
+
+# ----------------------------------------------- SIGINT during a real VM round
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, tap devices)"
+    for tool in ("qemu-system-x86_64", "mmdebstrap", "ip"):
+        if shutil.which(tool) is None:
+            return f"needs {tool}"
+    return None
+
+
+def _system_state() -> dict:
+    """What a run may leave behind: qemu processes, namespaces, links."""
+    qemu = subprocess.run(["pgrep", "-f", "qemu-system"], capture_output=True, text=True).stdout.split()
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {
+        "qemu": sorted(qemu),
+        "netns": sorted(line.split()[0] for line in netns.splitlines() if line.strip()),
+        "links": sorted(re.findall(r"^\d+: ([^:@]+)", links, re.M)),
+    }
+
+
+# Three measurements in one round on the vm testbed: raw TCP latency and
+# bandwidth between the guests (no MPI start, a few seconds each) and a short
+# NetPIPE ping-pong.
+ROUND_STUDY = {
+    "testbeds": ["vm"],
+    "repetitions": 1,
+    "experiments": {
+        "pingpong": {"enabled": True, "mpis": ["openmpi"], "paths": ["net"], "min_bytes": 1, "max_bytes": 1024,
+                     "by_kind": {}},
+        "tcp": {"enabled": True, "tests": ["tcp_lat", "tcp_bw"], "min_bytes": 8, "max_bytes": 512, "factor": 64,
+                "seconds_per_size": 1},
+        **{name: {"enabled": False} for name in ("placement", "imb", "osu", "npb", "profile")},
+    },
+}
+
+
+@pytest.mark.vm
+@pytest.mark.e2e
+@pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+def test_sigint_during_a_vm_round_keeps_what_it_finished(tmp_path):
+    from test_workflow import ENV, PROFILE, fresh_copy
+
+    work = fresh_copy(tmp_path / "repo")
+    (work / "config/round.yaml").write_text(yaml.safe_dump(ROUND_STUDY))
+    campaign = "sigint-round"
+    # the guest image is shared with the other VM tests (built once per machine)
+    env = dict(ENV, HPCVIRT_WORKDIR=str(ROOT / ".hpcvirt"))
+    argv = [str(Path(sys.executable).parent / "snakemake"), *PROFILE, "--configfile", "config/round.yaml",
+            "--config", f"campaign={campaign}", "--", f"data/results/{campaign}/vm/tidy.csv"]
+    before = _system_state()
+    raw_dir = work / "data/raw" / campaign / "vm"
+    log = open(tmp_path / "first.log", "w")
+    proc = subprocess.Popen(argv, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900     # may include building the guest image
+        while time.monotonic() < deadline and proc.poll() is None:
+            if list(raw_dir.rglob("rep-1.out")):
+                break
+            time.sleep(0.5)
+        finished = list(raw_dir.rglob("rep-1.out"))
+        assert proc.poll() is None and len(finished) == 1, (tmp_path / "first.log").read_text()[-3000:]
+        time.sleep(1)                          # the next measurement of the round is running now
+        os.killpg(proc.pid, signal.SIGINT)     # Ctrl-C in the terminal: the whole process group
+        proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    assert proc.returncode != 0
+    # nothing left running or configured
+    assert _system_state() == before
+    done = finished[0]
+    kept = (done.stat().st_ino, hashlib.sha256(done.read_bytes()).hexdigest()) if done.exists() else None
+    journal = done.with_name(f".{done.name}.kept")
+    assert journal.exists() or done.exists()
+    identity = kept or (journal.stat().st_ino, hashlib.sha256(journal.read_bytes()).hexdigest())
+
+    # the rerun finishes the round: the finished measurement is the same file, the others are measured
+    rerun = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    out = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, out[-3000:]
+    assert (done.stat().st_ino, hashlib.sha256(done.read_bytes()).hexdigest()) == identity
+    round_log = next((work / "logs/measure_round" / campaign / "vm").glob("rep-1.log")).read_text()
+    assert "finished by an earlier, interrupted attempt" in round_log, round_log
+    assert len(list(raw_dir.rglob("rep-1.out"))) == 3
+    assert not list(raw_dir.rglob(".*.partial")) and not list(raw_dir.rglob(".*.kept"))
+    assert _system_state() == before
