@@ -10,15 +10,23 @@ PROFILE := --workflow-profile workflow/profiles/default
 CAMPAIGN ?= local-$(shell date -u +%Y%m%dT%H%M%SZ)
 FIGURE ?= pingpong
 FEATURES ?= base slurm vm containers tools
+# A subset of the study's testbeds, e.g. `make TESTBEDS=local` or TESTBEDS="local bridge":
+# the study runs what they offer and lists what it skips (skip_unoffered).
+TESTBEDS ?=
+comma := ,
+empty :=
+space := $(empty) $(empty)
+SUBSET := $(if $(strip $(TESTBEDS)),testbeds=[$(subst $(space),$(comma),$(strip $(TESTBEDS)))] skip_unoffered=True)
 # What the default study (config/config.yaml: local, bridge, vm) needs.
 STUDY_FEATURES ?= base vm
 
-.PHONY: all paper deps deps-study deps-all test figure dry-run lint archive image clean help
+.PHONY: all paper quick deps deps-study deps-all test figure dry-run lint archive image clean help
 
 all: paper
 
 help:
 	@echo "make            install, measure a new campaign on this machine, build paper/main.pdf"
+	@echo "make quick      a first look in minutes: a reduced study on local, bridge and vm, and its paper (not the archived campaign)"
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
 	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring)"
 	@echo "make dry-run    show the jobs of the full study without running them"
@@ -37,8 +45,17 @@ paper: deps-study
 	@echo "hpcvirt: building the pinned suites the study runs (NPB, IMB, OSU; cached after the first time)"
 	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
 	@echo "hpcvirt: measuring campaign $(CAMPAIGN) (raw outputs in data/raw/$(CAMPAIGN)/)"
-	snakemake $(PROFILE) --config campaign=$(CAMPAIGN)
+	snakemake $(PROFILE) --config campaign=$(CAMPAIGN) $(SUBSET)
 	@echo "hpcvirt: paper/main.pdf built from campaign $(CAMPAIGN)"
+
+# A first look: the reduced study (config/tiny.yaml) into a new campaign, and
+# a paper that says it is not the archived campaign (config/quick.yaml).
+QUICK_CAMPAIGN ?= quick-$(shell date -u +%Y%m%dT%H%M%SZ)
+quick: deps-study
+	@echo "hpcvirt: QUICK LOOK (not the archived campaign): a reduced study on local, bridge and vm into campaign $(QUICK_CAMPAIGN)"
+	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
+	snakemake $(PROFILE) --configfile config/tiny.yaml config/quick.yaml --config campaign=$(QUICK_CAMPAIGN) $(SUBSET)
+	@echo "hpcvirt: paper/main.pdf built from the QUICK LOOK campaign $(QUICK_CAMPAIGN) (not the archived campaign; make figure / make redraw the archive)"
 
 archive: deps-study
 	snakemake $(PROFILE)
@@ -50,7 +67,7 @@ figure: deps
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf
 
 dry-run: deps-study
-	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN)
+	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN) $(SUBSET)
 
 lint: deps
 	snakemake --lint

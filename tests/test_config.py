@@ -161,3 +161,37 @@ def test_added_benchmark_keeps_the_campaign_record_valid(tmp_path):
     del removed["local"]["mpi"]["openmpi"]["netpipe"]
     with pytest.raises(ConfigError, match=r"mpi\.openmpi\.netpipe: \{"):
         check_campaign_testbeds("c1", removed, raw_root=str(tmp_path))
+
+
+# ------------------------------------------ a subset of the testbeds (skip_unoffered)
+def test_a_subset_of_testbeds_is_refused_with_a_hint_by_default():
+    study = dict(copy.deepcopy(STUDY), testbeds=["local"])
+    with pytest.raises(ConfigError) as exc:
+        load_study(study, testbed_dir=ROOT / "config/testbeds")
+    msg = str(exc.value)
+    assert "is offered by none of the testbeds ['local']" in msg and "skip_unoffered" in msg
+
+
+def test_skip_unoffered_runs_what_the_testbeds_offer_and_lists_the_rest():
+    from hpcvirt.matrix import configurations
+
+    study = dict(copy.deepcopy(STUDY), testbeds=["local"], skip_unoffered=True)
+    out, testbeds = load_study(study, testbed_dir=ROOT / "config/testbeds")
+    assert list(testbeds) == ["local"]
+    skipped = "\n".join(out["skipped"])
+    assert "experiments.pingpong: openmpi over path 'net'" in skipped
+    assert "experiments.placement: openmpi is offered by none" in skipped
+    configs = configurations(out)
+    assert configs and {c.testbed for c in configs} == {"local"}
+    assert {c.settings.get("path") for c in configs if "path" in c.settings} == {"shm", "tcp"}
+    full, _ = load_study(copy.deepcopy(STUDY), testbed_dir=ROOT / "config/testbeds")
+    assert full["skipped"] == []
+    assert {c for c in configurations(full) if c.testbed == "local"} == set(configs)
+
+
+def test_skip_unoffered_with_nothing_left_to_run_is_an_error():
+    study = dict(copy.deepcopy(STUDY), testbeds=["local"], skip_unoffered=True)
+    for name, exp in study["experiments"].items():
+        exp["enabled"] = name == "placement"          # needs two hosts: local offers none of it
+    with pytest.raises(ConfigError, match=r"nothing to run: the testbeds \['local'\]"):
+        load_study(study, testbed_dir=ROOT / "config/testbeds")

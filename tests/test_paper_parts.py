@@ -108,3 +108,12 @@ def test_parts_refer_only_to_labels_that_are_always_there():
         in_parts = {lab for t in PARTS.values() for lab in label.findall(t)}
         bad = set(ref.findall(text)) & in_parts
         assert not bad, f"{fname} refers to labels of parts that may be left out: {sorted(bad)}"
+
+
+def test_a_quick_look_paper_says_it_is_not_the_archived_campaign():
+    from hpcvirt.paper import quick_look_tex
+
+    assert quick_look_tex(False) == "\\newcommand{\\hvQuickLook}{}\n"
+    notice = quick_look_tex(True)
+    assert "not the archived campaign" in notice and "make quick" in notice and "\\hvCampaign" in notice
+    assert "\\hvQuickLook" in (ROOT / "paper/main.tex").read_text()

@@ -24,6 +24,8 @@ ENV = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}",
            # the suites are built once for all copies of the repository (hpcvirt.build)
            HPCVIRT_BUILD_CACHE=os.environ.get("HPCVIRT_BUILD_CACHE", str(ROOT / ".hpcvirt" / "suites")))
 PROFILE = ["--workflow-profile", "workflow/profiles/default"]
+# what `make quick` measures: the reduced study, and a paper that says so
+QUICK = ["config/tiny.yaml", "config/quick.yaml"]
 
 
 def snakemake(*args, cwd=ROOT, timeout=600, check=True):
@@ -120,12 +122,16 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="benchmarks run in a p
 @pytest.mark.e2e
 @needs_root
 def test_tiny_study_end_to_end(tmp_path):
+    """What `make quick` runs (config/tiny.yaml + config/quick.yaml), checked in detail."""
     work = fresh_copy(tmp_path / "repo")
     campaign = "tiny-e2e"
-    snakemake(*PROFILE, "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}", cwd=work, timeout=900)
+    snakemake(*PROFILE, "--configfile", *QUICK, "--config", f"campaign={campaign}", cwd=work, timeout=900)
 
-    # the paper, its figure and generated files exist
+    # the paper, its figure and generated files exist; it says it is a quick look
     assert (work / "paper/main.pdf").stat().st_size > 50_000
+    text = subprocess.run(["pdftotext", "-l", "1", work / "paper/main.pdf", "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "Quick look" in text and "not the archived campaign" in text, text[:2000]
     assert (work / "paper/figures/pingpong.pdf").exists()
     numbers = (work / "paper/generated/numbers.tex").read_text()
     for name in ("hvLatLocalOpenmpiShm", "hvLatLocalMpichTcp", "hvPeakLocalOpenmpiTcp", "hvLatLocalQperfTcp",
@@ -201,7 +207,7 @@ def test_tiny_study_end_to_end(tmp_path):
 
     # a second run has nothing to do: nothing is re-measured or overwritten
     mtimes = {p: p.stat().st_mtime_ns for p in raws}
-    res2 = snakemake(*PROFILE, "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}", cwd=work)
+    res2 = snakemake(*PROFILE, "--configfile", *QUICK, "--config", f"campaign={campaign}", cwd=work)
     assert "Nothing to be done" in res2.stdout + res2.stderr
     assert mtimes == {p: p.stat().st_mtime_ns for p in raws}
 
@@ -214,7 +220,7 @@ def test_tiny_study_end_to_end(tmp_path):
     edited = original.replace('--bind-to, "core:overload-allowed"', "--bind-to, none", 1)
     assert edited != original
     local_yaml.write_text(edited)
-    res_edit = snakemake(*PROFILE, "-n", "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}",
+    res_edit = snakemake(*PROFILE, "-n", "--configfile", *QUICK, "--config", f"campaign={campaign}",
                          cwd=work, check=False)
     assert res_edit.returncode != 0
     msg = res_edit.stdout + res_edit.stderr
@@ -231,7 +237,7 @@ def test_tiny_study_end_to_end(tmp_path):
     for generated in ("paper/generated", "paper/figures", "paper/main.pdf"):
         shutil.rmtree(work / generated) if (work / generated).is_dir() else (work / generated).unlink()
     res3 = snakemake(
-        *PROFILE, "-n", "--configfile", "config/tiny.yaml", "--config", f"campaign={campaign}", cwd=work
+        *PROFILE, "-n", "--configfile", *QUICK, "--config", f"campaign={campaign}", cwd=work
     )
     assert re.search(r"^measure\s+1$", res3.stdout, re.M), res3.stdout
     assert str(victim.relative_to(work)) in res3.stdout

@@ -20,6 +20,12 @@ except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
+if STUDY["skipped"]:
+    print(
+        f"hpcvirt: testbeds {STUDY['testbeds']} do not offer (skipped, skip_unoffered):\n  "
+        + "\n  ".join(STUDY["skipped"]),
+        file=sys.stderr,
+    )
 CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)
 # The figures the campaign has data for (hpcvirt.figures).

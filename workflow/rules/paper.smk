@@ -26,6 +26,7 @@ rule numbers:
         "logs/paper/numbers.log",
     params:
         latency_bytes=STUDY["paper"]["latency_bytes"],
+        quick_look=STUDY["paper"]["quick_look"],
     script:
         "../scripts/numbers.py"
 

@@ -28,7 +28,8 @@ with open(snakemake.log[0], "w") as log:
     agree_macros, agree_table = agreement_tex(tidy, latency_bytes=latency_bytes)
     write_text(
         snakemake.output.numbers,
-        numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts) + ovh_macros + place_macros
+        numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
+                    quick_look=bool(snakemake.params.quick_look)) + ovh_macros + place_macros
         + npb_macros + agree_macros + commprof_tex(summary),
     )
     write_text(snakemake.output.npb, npb_table)

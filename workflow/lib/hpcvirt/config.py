@@ -25,6 +25,7 @@ import yaml
 
 from . import paths
 from .benchmarks import REGISTRY, enabled
+from .matrix import configurations
 from .provenance import config_hash
 
 
@@ -186,16 +187,24 @@ def offers(tb: dict) -> dict[str, dict | None]:
     return out
 
 
-def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Path) -> None:
+def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Path) -> list[str]:
     """Each testbed runs the configurations of the study that it offers; a
-    requested MPI or path that no testbed offers is an error."""
+    requested MPI or path that no testbed offers is an error, or, with
+    ``skip_unoffered``, one line of the returned list of what is skipped."""
     per_tb = {name: offers(tb) for name, tb in testbeds.items()}
+    skipped: list[str] = []
+
+    def unoffered(message: str) -> None:
+        if not study.get("skip_unoffered"):
+            raise ConfigError(message)
+        skipped.append(message.partition(": ")[2].split(" (files in")[0])
+
     for bench, exp in enabled(study):
         where = f"{study_path}: experiments.{bench.experiment}"
         if not bench.mpi:
             if not any(bench.name in o for o in per_tb.values()):
-                raise ConfigError(f"{where}: {bench.name} is offered by none of the testbeds {sorted(testbeds)} "
-                                  f"(files in {testbed_dir}: add a '{bench.name}:' entry)")
+                unoffered(f"{where}: {bench.name} is offered by none of the testbeds {sorted(testbeds)} "
+                          f"(files in {testbed_dir}: add a '{bench.name}:' entry)")
             continue
         path_param = next((k for k, p in bench.params.items() if p.offered_by == "path"), None)
         for mpi in exp["mpis"]:
@@ -207,11 +216,14 @@ def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Pa
                                   for q in qs})
                 what = f"{mpi} over path {p!r}" if p else mpi
                 hint = f"; {bench.unoffered_hint}" if bench.unoffered_hint else ""
-                raise ConfigError(
+                unoffered(
                     f"{where}: {what} is offered by none of the testbeds {sorted(testbeds)} (files in "
                     f"{testbed_dir}: mpi.{mpi}.{bench.name}"
                     + (f" and mpi.{mpi}.paths.{p}" if p else "") + f"); they offer {offered}{hint}"
+                    + ("" if study.get("skip_unoffered") else
+                       "; to run only what they offer, set skip_unoffered: true (--config skip_unoffered=True)")
                 )
+    return skipped
 
 
 def testbed_hash(tb: dict) -> str:
@@ -257,10 +269,14 @@ def load_study(
     tb_schema = load_schema("testbed.schema.yaml", schema_dir and Path(schema_dir))
     testbed_dir = Path(testbed_dir)
     testbeds = {name: load_testbed(testbed_dir / f"{name}.yaml", tb_schema) for name in study["testbeds"]}
-    _check_offers(study, testbeds, config_path, testbed_dir)
+    skipped = _check_offers(study, testbeds, config_path, testbed_dir)
     # What each testbed offers, for the configuration matrix (hpcvirt.matrix).
     study["offers"] = {name: offers(tb) for name, tb in testbeds.items()}
     study["kinds"] = {name: tb["kind"] for name, tb in testbeds.items()}
+    study["skipped"] = skipped
+    if skipped and not configurations(study):
+        raise ConfigError(f"{config_path}: nothing to run: the testbeds {sorted(testbeds)} offer none of the "
+                          f"study's experiments (skipped: " + "; ".join(skipped) + ")")
     return study, testbeds
 
 
