@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import figures, matrix, slurm
+from hpcvirt import figures, matrix, progress, slurm
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import ConfigError, check_campaign_testbeds, load_study
 
@@ -20,6 +20,10 @@ except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
+# How far the campaign is, and what its missing measurements took in the archive.
+_PROGRESS = progress.status(STUDY, progress.archived_campaign())
+if _PROGRESS:
+    print(f"hpcvirt: {_PROGRESS}", file=sys.stderr)
 if STUDY["skipped"]:
     print(
         f"hpcvirt: testbeds {STUDY['testbeds']} do not offer (skipped, skip_unoffered):\n  "

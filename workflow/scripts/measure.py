@@ -2,7 +2,7 @@
 
 import sys
 
-from hpcvirt import matrix
+from hpcvirt import matrix, progress
 from hpcvirt.config import load_study
 from hpcvirt.measure import run_measurement
 
@@ -17,3 +17,7 @@ with open(snakemake.log[0], "w") as log:
         study, testbeds[w.testbed], config, int(w.rep), snakemake.output.raw, snakemake.output.prov
     )
     print(f"ok: {rec['context']['run_id']} exit {rec['exit_code']}", file=log)
+# progress for the person at the terminal: done / all, and what the rest took in the archive
+line = progress.status(study, progress.archived_campaign())
+if line:
+    print(f"hpcvirt: {line}", flush=True)

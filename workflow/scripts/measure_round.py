@@ -2,7 +2,7 @@
 
 import sys
 
-from hpcvirt import matrix
+from hpcvirt import matrix, progress
 from hpcvirt.config import load_study
 from hpcvirt.measure import run_round
 
@@ -16,3 +16,6 @@ with open(snakemake.log[0], "w") as log:
     order = [c for c, r in matrix.schedule(study) if r == rep and c.testbed == name]
     items = [(c, matrix.raw_path(w.campaign, c, rep), matrix.raw_path(w.campaign, c, rep, "json")) for c in order]
     run_round(study, testbeds[name], items, rep)
+line = progress.status(study, progress.archived_campaign())
+if line:
+    print(f"hpcvirt: {line}", flush=True)

@@ -241,7 +241,9 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
                      mtu=net.get("mtu", 1500)) as cluster:
         print(f"guests up ({cluster.accel}): {', '.join(cluster.guests)}", file=sys.stderr)
         for i, (c, raw, prov) in enumerate(pending, 1):
-            print(f"[{i}/{len(pending)}] {c.benchmark}/{c.params} rep {rep}", file=sys.stderr, flush=True)
+            line = f"[{i}/{len(pending)}] {c.benchmark}/{c.params} rep {rep}"
+            print(line, file=sys.stderr, flush=True)
+            print(f"hpcvirt: {tb['name']} round {rep} ({cluster.accel}): {line}", flush=True)  # the terminal
             try:
                 records.append(run_measurement(study, tb, c, rep, raw, prov, bed=cluster))
                 keep(raw, prov)

@@ -1,0 +1,51 @@
+"""Progress lines: measurements done, and the time the rest took in the
+archived campaign (slots from its provenance records)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hpcvirt import progress
+
+
+def _record(root: Path, campaign: str, key: str, start: str, end: str) -> None:
+    p = root / "data/raw" / campaign / f"{key}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({"started_at": start, "finished_at": end,
+                             "host": {"cpu": {"model": "Test CPU", "lscpu": {"CPU(s)": "2"}}}}))
+    p.with_suffix(".out").write_text("raw\n")
+
+
+def test_slots_include_the_overhead_up_to_the_next_run_but_not_pauses(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
+    T = "2026-01-01T00:{}+00:00"
+    _record(tmp_path, "arch", "local/netpipe/a/rep-1", T.format("00:00"), T.format("00:10"))  # next starts at 00:15
+    _record(tmp_path, "arch", "vm/netpipe/b/rep-1", T.format("00:15"), T.format("01:15"))     # next: 50 min later
+    _record(tmp_path, "arch", "vm/netpipe/b/rep-2", T.format("51:15"), T.format("51:45"))
+    # a failed run's record is not a measurement
+    _record(tmp_path, "arch", "vm/netpipe/b/rep-3.failed-20260101T000000Z", T.format("52:00"), T.format("59:00"))
+    arch = progress.archive_slots("arch")
+    assert arch["slots"] == {"local/netpipe/a/rep-1": 15.0, "vm/netpipe/b/rep-1": 60.0, "vm/netpipe/b/rep-2": 30.0}
+    assert arch["cpu"] == "Test CPU, 2 CPUs"
+    assert (tmp_path / ".hpcvirt/progress/arch.json").exists()
+    # same configuration and round; else the median of its testbed and benchmark; else of its testbed
+    seconds, unknown = progress.estimate(
+        ["vm/netpipe/b/rep-2", "vm/netpipe/c/rep-1", "vm/qperf/x/rep-1", "bridge/netpipe/a/rep-1"], arch["slots"])
+    assert (seconds, unknown) == (30.0 + 45.0 + 45.0, 1)
+
+
+def test_status_counts_what_is_done_and_estimates_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
+    monkeypatch.setattr(progress, "all_raw_paths", lambda study: [
+        f"data/raw/{study['campaign']}/local/netpipe/a/rep-{r}.out" for r in (1, 2, 3)])
+    T = "2026-01-01T00:{}+00:00"
+    for r, (s, e) in enumerate([("00:00", "00:20"), ("00:20", "00:50"), ("00:50", "01:00")], 1):
+        _record(tmp_path, "arch", f"local/netpipe/a/rep-{r}", T.format(s), T.format(e))
+    new = tmp_path / "data/raw/new/local/netpipe/a/rep-1.out"
+    new.parent.mkdir(parents=True)
+    new.write_text("raw\n")
+    line = progress.status({"campaign": "new"}, "arch")
+    assert line.startswith("1 of 3 measurements of campaign new done; the other 2: about 40 s to go")
+    assert "archived campaign arch (Test CPU, 2 CPUs)" in line
+    assert progress.status({"campaign": "arch"}, "arch") is None              # nothing missing: nothing said
