@@ -63,6 +63,44 @@ BAD_STUDY = [
         c["experiments"]["pingpong"], paths=["shm", "tcp"]))),
      ["experiments.placement: openmpi is offered by none", "experiments.placement.enabled: false"]),
     (lambda c: c["experiments"]["placement"].update(grid={"x": 32, "w": 2}), ["placement.grid", "'w'"]),
+    # the pinned suites
+    (lambda c: c["experiments"]["imb"].update(tests=["Barrier"]),
+     ["experiments.imb.tests[0]", "'Barrier' is not one of ['PingPong', 'PingPing']"]),
+    (lambda c: c["experiments"]["imb"].update(min_log2=10, max_log2=4),
+     ["experiments.imb", "min_log2 (10) must not exceed max_log2 (4)"]),
+    (lambda c: c["experiments"]["imb"].update(iterations=0), ["experiments.imb.iterations", "minimum of 1"]),
+    (lambda c: c["experiments"]["imb"].update(repetitions=0), ["experiments.imb.repetitions", "minimum of 1"]),
+    (lambda c: c["experiments"]["osu"].update(tests=["osu_put_latency"]),
+     ["experiments.osu.tests[0]", "'osu_put_latency' is not one of", "osu_alltoall"]),
+    (lambda c: c["experiments"]["osu"].update(ranks=1), ["experiments.osu.ranks", "minimum of 2"]),
+    (lambda c: c["experiments"]["osu"].update(min_bytes=0), ["experiments.osu.min_bytes", "minimum of 1"]),
+    (lambda c: c["experiments"]["npb"].update(kernels=["bt"]),
+     ["experiments.npb.kernels[0]", "'bt' is not one of ['cg', 'ep', 'ft', 'is', 'lu', 'mg']"]),
+    (lambda c: c["experiments"]["npb"].update(classes=["Z"]), ["experiments.npb.classes[0]", "'S', 'W', 'A'"]),
+    (lambda c: c["experiments"]["npb"].update(ranks=[3]),
+     ["experiments.npb: ranks [3]", "power-of-two", "(EP runs on any)"]),
+    (lambda c: c["experiments"]["npb"].update(by_kind={"xen": {"ranks": [4]}}),
+     ["experiments.npb.by_kind", "'xen' was unexpected", "['native', 'netns-bridge', 'qemu']"]),
+    (lambda c: c["experiments"]["npb"]["by_kind"]["qemu"].update(colour="red"),
+     ["experiments.npb.by_kind.qemu", "'colour' was unexpected", "allowed keys"]),
+    (lambda c: c["experiments"]["profile"].update(mpis=["mpich"]),
+     ["experiments.profile.mpis[0]", "'mpich' is not one of ['openmpi']"]),
+    (lambda c: c["experiments"]["profile"].update(ranks=[6]), ["experiments.profile: ranks [6]", "power-of-two"]),
+    # top-level keys, raw TCP, the paper
+    (lambda c: c.update(timeout_s=5), ["timeout_s", "minimum of 10"]),
+    (lambda c: c.update(seed="abc"), ["seed", "'abc' is not of type 'integer'"]),
+    (lambda c: c.update(skip_unoffered="yes"), ["skip_unoffered", "not of type 'boolean'"]),
+    (lambda c: c.update(testbeds=["local", "local"]), ["testbeds", "non-unique"]),
+    (lambda c: c.update(testbeds=[]), ["testbeds", "non-empty"]),
+    (lambda c: c["experiments"].update(hpl={"enabled": True}),
+     ["experiments", "'hpl' was unexpected", "allowed keys", "'npb'"]),
+    (lambda c: c["experiments"]["tcp"].update(enabled="no"), ["experiments.tcp.enabled", "boolean"]),
+    (lambda c: c["experiments"]["tcp"].update(tests=["udp_lat"]),
+     ["experiments.tcp.tests[0]", "['tcp_lat', 'tcp_bw']"]),
+    (lambda c: c["experiments"]["tcp"].update(factor=1), ["experiments.tcp.factor", "minimum of 2"]),
+    (lambda c: c["paper"].update(latency_bytes=0), ["paper.latency_bytes", "minimum of 1"]),
+    (lambda c: c["paper"].update(quick_look="yes"), ["paper.quick_look", "boolean"]),
+    (lambda c: c["paper"].update(font="x"), ["paper", "'font' was unexpected", "['latency_bytes', 'quick_look']"]),
 ]
 
 
@@ -96,7 +134,53 @@ BAD_TESTBED = [
      ["mpi.openmpi.advect.args", "{block}"]),
     (lambda t: t["mpi"]["openmpi"].update(advect={"binary": "adv ect"}), ["mpi.openmpi.advect.binary", "pattern"]),
     (lambda t: t["mpi"]["openmpi"].update(advect={"args": []}), ["'binary' is a required property"]),
+    (lambda t: t["mpi"]["openmpi"].update(imb={"binary": "IMB MPI1"}), ["mpi.openmpi.imb.binary", "pattern"]),
+    (lambda t: t["mpi"]["openmpi"].update(npb={"binary": "/opt/npb;rm"}), ["mpi.openmpi.npb.binary", "pattern"]),
+    (lambda t: t["mpi"]["openmpi"].update(osu={"binary": "osu", "args": ["$(reboot)"]}),
+     ["mpi.openmpi.osu.args[0]", "pattern"]),
+    (lambda t: t.update(isolation="chroot"), ["isolation", "'chroot' is not one of ['none', 'netns']"]),
+    (lambda t: t.update(runtime={"kind": "docker"}),
+     ["runtime.kind", "'docker' is not one of ['none', 'charliecloud', 'apptainer']"]),
 ]
+
+# Testbed files of the other kinds: the software bridge and the QEMU guests.
+BAD_OTHER_TESTBED = [
+    ("vm", lambda t: t["vm"].update(vcpus=0), ["vm.yaml: vm.vcpus", "minimum of 1"]),
+    ("vm", lambda t: t["vm"].update(memory_mb=16), ["vm.yaml: vm.memory_mb", "minimum of 256"]),
+    ("vm", lambda t: t["vm"].update(accel="hvf"), ["vm.yaml: vm.accel", "['auto', 'kvm', 'tcg']"]),
+    ("vm", lambda t: t["vm"].update(boot_timeout_s=1), ["vm.yaml: vm.boot_timeout_s", "minimum of 10"]),
+    ("vm", lambda t: t["network"].update(subnet="10.0.0.0/24"),
+     ["vm.yaml: network.subnet", "'10.0.0.0/24'", "benchmarking range 198.18.0.0/15"]),
+    ("vm", lambda t: t["network"].update(mtu=100), ["vm.yaml: network.mtu", "minimum of 576"]),
+    ("vm", lambda t: t.update(runtime={"kind": "charliecloud", "image": "x.sqfs"}),
+     ["vm.yaml: runtime.kind", "kind 'native' only", "'qemu'"]),
+    ("vm", lambda t: t.update(executor="slurm"), ["vm.yaml: executor", "local executor only"]),
+    ("vm", lambda t: t["qperf"].update(port=80), ["vm.yaml: qperf.port", "minimum of 1024"]),
+    ("vm", lambda t: t["mpi"]["openmpi"].update(launcher=["mpirun", "-np", "{cores}"]),
+     ["vm.yaml: mpi.openmpi.launcher[2]", "placeholder {cores} is not one of", "'rank_hosts'"]),
+    ("vm", lambda t: t.update(nodes=0), ["vm.yaml: nodes", "minimum of 1"]),
+    ("bridge", lambda t: t["network"].update(subnet="192.168.1.0/24"),
+     ["bridge.yaml: network.subnet", "benchmarking range"]),
+    ("bridge", lambda t: t["mpi"]["openmpi"].update(launcher=["mpirun", "{agentx}"]),
+     ["bridge.yaml: mpi.openmpi.launcher[1]", "placeholder {agentx}", "'agent'"]),
+]
+
+
+@pytest.mark.parametrize("name,mutate,needles", BAD_OTHER_TESTBED)
+def test_bad_bridge_and_vm_testbeds(name, mutate, needles, tmp_path):
+    tb = yaml.safe_load((ROOT / f"config/testbeds/{name}.yaml").read_text())
+    study = study_for([name], {name: copy.deepcopy(tb)})
+    mutate(tb)
+    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(tb))
+    with pytest.raises(ConfigError) as exc:
+        load_study(study, config_path="config/config.yaml", testbed_dir=tmp_path)
+    for needle in needles:
+        assert needle in str(exc.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{name}.yaml"]       # nothing written
+
+
+def test_there_are_fifty_bad_input_cases_or_more():
+    assert len(BAD_STUDY) + len(BAD_TESTBED) + len(BAD_OTHER_TESTBED) >= 50
 
 
 @pytest.mark.parametrize("mutate,needles", BAD_TESTBED)

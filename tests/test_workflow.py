@@ -84,6 +84,23 @@ def test_bad_config_fails_before_any_job(override, needles):
     assert "Job stats" not in out  # failed while loading, before building the DAG
 
 
+@pytest.mark.parametrize("override,needle", [
+    ("repetitions=0", "config/config.yaml: repetitions: 0 is less than the minimum of 1"),
+    ("testbeds=[nosuch]", "config/testbeds/nosuch.yaml: file not found"),
+    ("seed=abc", "config/config.yaml: seed: 'abc' is not of type 'integer'"),
+])
+def test_bad_config_writes_nothing(tmp_path, override, needle):
+    """Not a dry run: the workflow stops while loading, before it creates anything."""
+    work = fresh_copy(tmp_path / "repo")
+    before = sorted(str(p.relative_to(work)) for p in work.rglob("*") if ".git/" not in str(p))
+    res = snakemake(*PROFILE, "--config", "campaign=never", override, cwd=work, check=False)
+    assert res.returncode != 0 and needle in res.stdout + res.stderr, res.stderr[-2000:]
+    after = sorted(str(p.relative_to(work)) for p in work.rglob("*") if ".git/" not in str(p))
+    new = [p for p in after if p not in before and not p.startswith(".snakemake")]
+    assert new == [], new
+    assert not (work / "data/raw/never").exists()
+
+
 def tiny_study(work: Path, campaign: str) -> dict:
     """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
     import yaml

@@ -97,6 +97,9 @@ class CommProfile(Benchmark):
     success = ("the NPB run is accepted (complete summary, verification SUCCESSFUL) and the profile block is complete "
                "(a rank line per rank, end line)")
 
+    def check(self, exp: dict) -> str | None:
+        return NPB.check(exp)
+
     def job(self, s: dict, entry: dict) -> Job:
         """NPB's job (same binary and rank layout) with the profiler preloaded."""
         root = entry["binary"].rstrip("/")

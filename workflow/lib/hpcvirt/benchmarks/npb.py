@@ -160,6 +160,19 @@ KERNELS = ("cg", "ep", "ft", "is", "lu", "mg")
 CLASSES = ("S", "W", "A", "B", "C")
 
 
+def nprocs_problem(exp: dict) -> str | None:
+    """NPB 3.4.1 aborts CG, FT, IS, LU and MG on a process count that is not
+    a power of two ("Expecting a power-of-two number of processes",
+    tests/fixtures/npb/*invalid-nprocs*): such a study is refused before any
+    job runs."""
+    bad = [r for r in exp.get("ranks", []) if r & (r - 1)]
+    kernels = [k for k in exp.get("kernels", []) if k != "ep"]
+    if bad and kernels:
+        return (f"ranks {bad}: NPB 3.4.1 runs {', '.join(kernels)} on a power-of-two number of processes only "
+                f"(EP runs on any); e.g. [1, 2, 4, 8]")
+    return None
+
+
 class NPB(Benchmark):
     name = "npb"
     experiment = "npb"
@@ -176,6 +189,9 @@ class NPB(Benchmark):
     build = PinnedSource("NPB", "3.4.1")
     metrics = {"mops_total": "Mop/s", "mops_per_process": "Mop/s", "time": "s"}
     success = "one result summary with every field, Verification = SUCCESSFUL, no error text"
+
+    def check(self, exp: dict) -> str | None:
+        return nprocs_problem(exp)
 
     def job(self, s: dict, entry: dict) -> Job:
         ranks = s["ranks"]
