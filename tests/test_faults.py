@@ -7,6 +7,7 @@ sends SIGINT to a real Snakemake run whose guests are up, as root with qemu."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -165,3 +166,69 @@ def test_sigint_during_a_vm_round_keeps_what_it_finished(tmp_path):
     assert len(list(raw_dir.rglob("rep-1.out"))) == 3
     assert not list(raw_dir.rglob(".*.partial")) and not list(raw_dir.rglob(".*.kept"))
     assert _system_state() == before
+
+
+# ------------------------------------------------ disk full (a tmpfs of the test's own)
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None,
+                                reason="mounting a small tmpfs needs root")
+
+
+@contextlib.contextmanager
+def small_fs(where: Path, size: str):
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "hpcvirt-test-full", str(where)], check=True)
+    try:
+        yield lambda new: subprocess.run(["mount", "-o", f"remount,size={new}", str(where)], check=True)
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@needs_root
+def test_a_full_disk_leaves_no_partial_result_and_the_rerun_completes(tmp_path):
+    import pandas as pd
+
+    from hpcvirt.atomic import write_csv
+
+    df = pd.DataFrame({"value": range(20000)})
+    out = tmp_path / "results"
+    with small_fs(out, "8k") as resize:
+        with pytest.raises(OSError):
+            write_csv(out / "tidy.csv", df)
+        assert list(out.iterdir()) == []                   # no partial file
+        resize("4m")
+        write_csv(out / "tidy.csv", df)
+        assert len(pd.read_csv(out / "tidy.csv")) == 20000
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
+def test_a_full_disk_during_a_measurement_keeps_nothing_and_the_rerun_completes(tmp_path, monkeypatch):
+    from hpcvirt import matrix
+    from hpcvirt.config import load_study
+    from studies import study_for
+
+    study, testbeds = load_study(
+        study_for(["local"], pingpong={"mpis": ["openmpi"], "paths": ["shm"], "min_bytes": 1,
+                                       "max_bytes": 65536}),
+        testbed_dir=ROOT / "config/testbeds")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")  # the launch runs workflow/scripts/ from here
+    monkeypatch.chdir(tmp_path)                          # data/raw/ of this test
+    study = dict(study, campaign="full")
+    c = next(c for c in matrix.configurations(study) if c.benchmark == "netpipe")
+    raw, prov = matrix.raw_path("full", c, 1), matrix.raw_path("full", c, 1, "json")
+    where = tmp_path / Path(raw).parent
+    with small_fs(where, "256k"):
+        filler = where / "filler"            # another writer filled the disk
+        with open(filler, "wb", buffering=0) as fh:
+            with pytest.raises(OSError):
+                while True:
+                    fh.write(b"x" * 4096)
+        with pytest.raises(MeasurementError, match="was full when the run ended"):
+            run_measurement(study, testbeds["local"], c, 1, raw, prov)
+        left = sorted(p.name for p in where.iterdir())
+        assert not Path(raw).exists() and not Path(prov).exists()
+        assert not [n for n in left if n.endswith(".partial")] and all(".failed-" in n for n in left if n != "filler")
+        filler.unlink()                      # room again: the rerun completes
+        run_measurement(study, testbeds["local"], c, 1, raw, prov)
+        assert "65536 bytes" in Path(raw).read_text() and Path(prov).exists()
+        assert not [n for n in os.listdir(where) if n.endswith(".partial")]

@@ -191,20 +191,34 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
     try:
         status = execute(launch, tmp_out, timeout)
         spec, runner_err = status.pop("spec"), status.pop("runner_stderr")
+        full = disk_full(raw_out_p.parent)
+        if full and succeeded(status):
+            # the benchmark's writes may have failed silently: its output cannot be trusted
+            status["note"] = full
         rec = provenance.record(launch=spec, status=status, config_digest=digest, context=ctx)
-        if succeeded(status):
+        if succeeded(status) and not full:
             os.chmod(tmp_out, 0o444)
             try:
                 publish(tmp_out, raw_out)
+                write_json(prov_out, rec)
             except FileExistsError:
                 raise MeasurementError(f"{raw_out} appeared while {ctx['run_id']} ran (another writer?); "
                                        f"it is kept as it is and this run's output is dropped") from None
-            write_json(prov_out, rec)
+            except OSError as exc:      # e.g. no space left for the provenance: the measurement is not complete
+                for path in (raw_out, prov_out):
+                    if Path(path).exists():
+                        os.chmod(path, 0o644)
+                        os.unlink(path)
+                raise MeasurementError(f"measurement {ctx['run_id']}: could not write {prov_out} ({exc}); "
+                                       f"nothing is kept, measure it again when there is room") from None
             return rec
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         failed = raw_out_p.with_name(f"{raw_out_p.stem}.failed-{stamp}.out")
-        os.replace(tmp_out, failed)
-        write_json(failed.with_suffix(".json"), rec)
+        os.replace(tmp_out, failed)     # a rename: needs no space
+        try:
+            write_json(failed.with_suffix(".json"), rec)
+        except OSError as exc:
+            print(f"could not write the record of {failed}: {exc}", file=sys.stderr)
     finally:
         if os.path.exists(tmp_out):
             os.unlink(tmp_out)
@@ -255,6 +269,21 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
         raise errors[0]
     drop_kept(items)
     return records
+
+
+# Less free space than this where the raw output was written: the disk was
+# full, and the benchmark's writes may have failed without it noticing.
+FULL_BYTES = 64 * 1024
+
+
+def disk_full(directory: Path) -> str:
+    """A note if the filesystem holding ``directory`` is (nearly) full, else ''."""
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    if free < FULL_BYTES:
+        return (f"the filesystem holding {directory} was full when the run ended ({free} bytes free): "
+                f"its output may be cut and is not used")
+    return ""
 
 
 def clear_partials(raw: Path) -> list[Path]:
