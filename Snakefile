@@ -8,6 +8,10 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# The HTML report's front page (snakemake --report, `make report`).
+report: "workflow/report/workflow.rst"
+
+
 # The software of every rule, for --software-deployment-method apptainer
 # (build: see containers/workflow.def).  Without that flag the host
 # environment installed by workflow/scripts/install-deps.sh is used.

@@ -276,6 +276,30 @@ def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
     assert "measure" not in res.stdout.split("Job stats:")[1]
 
 
+@pytest.mark.e2e
+def test_html_report_of_the_archive(tmp_path):
+    """`make report`'s two steps in a fresh copy: the paper from the archive,
+    then Snakemake's report with every figure (caption: what, campaign,
+    command; labels: testbeds, virtualization, VM accelerator), the tables and
+    the paper."""
+    from hpcvirt.figures import FIGURES
+
+    work = fresh_copy(tmp_path / "repo")
+    snakemake(*PROFILE, "paper/main.pdf", cwd=work, timeout=600)
+    (work / "report").mkdir()
+    snakemake(*PROFILE, "--report", "report/hpcvirt.html", cwd=work, timeout=300)
+    html = (work / "report/hpcvirt.html").read_text()
+    campaign = load_study(config_path=work / "config/config.yaml", testbed_dir=work / "config/testbeds")[0]["campaign"]
+    for fig in FIGURES:
+        assert f"make figure FIGURE={fig.name}" in html, fig.name
+        assert fig.what[:40] in html, fig.name          # (non-ASCII is escaped in the page's data)
+    assert "qemu-tcg (software emulation: the VM numbers measure the emulator, not a hypervisor)" in html
+    assert "vm (qemu-tcg)" in html and "local (none)" in html
+    for label in ("tidy rows", "rejected outputs", "summary (medians, CIs)"):
+        assert label in html, label
+    assert html.count(campaign) >= len(FIGURES)          # every caption names the campaign
+
+
 def test_slurm_dry_run_shows_site_resources():
     """`snakemake -n` with the Slurm profile shows what a real cluster's sbatch would receive."""
     res = snakemake(

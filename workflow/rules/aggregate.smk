@@ -5,7 +5,16 @@ rule aggregate:
     input:
         tidy_tables,
     output:
-        summary="data/results/{campaign}/summary.csv",
+        summary=report(
+            "data/results/{campaign}/summary.csv",
+            caption="../report/table.rst",
+            category="Tables",
+            labels={
+                "table": "summary (medians, CIs)",
+                "testbed": "all",
+                "campaign": "{campaign}",
+            },
+        ),
     log:
         "logs/aggregate/{campaign}.log",
     script:

@@ -141,3 +141,19 @@ def round_priority_for(configs):
         )
 
     return round_priority
+
+
+# The HTML report (snakemake --report): figures with their caption and labels.
+FIGURE_WHAT = {f.name: f.what for f in figures.FIGURES}
+
+
+def figure_pdf(name):
+    """paper/figures/<name>.pdf, registered for the report; its labels (testbeds,
+    virtualization, VM accelerator) are read from the figure's input tables
+    when the report is made, not when the figure is drawn."""
+    return report(
+        f"paper/figures/{name}.pdf",
+        caption="../report/figure.rst",
+        category="Figures",
+        labels=lambda wildcards, input: figures.report_labels(name, list(input)),
+    )

@@ -1,4 +1,7 @@
-# Figures are drawn by notebooks that read only the aggregated tables.  One
+# Figures are drawn by notebooks that read only the aggregated tables.
+# Each is registered for the HTML report (snakemake --report, `make report`)
+# with a caption (workflow/report/figure.rst, params.what) and labels read
+# from the campaign's tables when the report is made (figure_pdf).  One
 # rule per figure declaration of hpcvirt.figures (figure_<name> writes
 # paper/figures/<name>.pdf); the paper asks only for the figures the
 # campaign has data for (PAPER_FIGURES).
@@ -8,9 +11,11 @@ rule figure_pingpong:
     input:
         summary=f"data/results/{CAMPAIGN}/summary.csv",
     output:
-        pdf="paper/figures/pingpong.pdf",
+        pdf=figure_pdf("pingpong"),
     log:
         notebook="logs/notebooks/01-pingpong.ipynb",
+    params:
+        what=FIGURE_WHAT["pingpong"],
     notebook:
         "../../notebooks/01-pingpong.ipynb"
 
@@ -19,10 +24,11 @@ rule figure_datapaths:
     input:
         summary=f"data/results/{CAMPAIGN}/summary.csv",
     output:
-        pdf="paper/figures/datapaths.pdf",
+        pdf=figure_pdf("datapaths"),
     log:
         notebook="logs/notebooks/02-datapaths.ipynb",
     params:
+        what=FIGURE_WHAT["datapaths"],
         latency_bytes=STUDY["paper"]["latency_bytes"],
     notebook:
         "../../notebooks/02-datapaths.ipynb"
@@ -32,9 +38,11 @@ rule figure_placement:
     input:
         summary=f"data/results/{CAMPAIGN}/summary.csv",
     output:
-        pdf="paper/figures/placement.pdf",
+        pdf=figure_pdf("placement"),
     log:
         notebook="logs/notebooks/03-placement.ipynb",
+    params:
+        what=FIGURE_WHAT["placement"],
     notebook:
         "../../notebooks/03-placement.ipynb"
 
@@ -43,9 +51,11 @@ rule figure_npb:
     input:
         summary=f"data/results/{CAMPAIGN}/summary.csv",
     output:
-        pdf="paper/figures/npb.pdf",
+        pdf=figure_pdf("npb"),
     log:
         notebook="logs/notebooks/04-npb.ipynb",
+    params:
+        what=FIGURE_WHAT["npb"],
     notebook:
         "../../notebooks/04-npb.ipynb"
 
@@ -58,9 +68,11 @@ rule figure_npbnorm:
             testbed=STUDY["testbeds"],
         ),
     output:
-        pdf="paper/figures/npbnorm.pdf",
+        pdf=figure_pdf("npbnorm"),
     log:
         notebook="logs/notebooks/05-npbnorm.ipynb",
+    params:
+        what=FIGURE_WHAT["npbnorm"],
     notebook:
         "../../notebooks/05-npbnorm.ipynb"
 
@@ -69,9 +81,11 @@ rule figure_osu:
     input:
         summary=f"data/results/{CAMPAIGN}/summary.csv",
     output:
-        pdf="paper/figures/osu.pdf",
+        pdf=figure_pdf("osu"),
     log:
         notebook="logs/notebooks/06-osu.ipynb",
+    params:
+        what=FIGURE_WHAT["osu"],
     notebook:
         "../../notebooks/06-osu.ipynb"
 
@@ -84,10 +98,11 @@ rule figure_agreement:
             testbed=STUDY["testbeds"],
         ),
     output:
-        pdf="paper/figures/agreement.pdf",
+        pdf=figure_pdf("agreement"),
     log:
         notebook="logs/notebooks/07-agreement.ipynb",
     params:
+        what=FIGURE_WHAT["agreement"],
         latency_bytes=STUDY["paper"]["latency_bytes"],
     notebook:
         "../../notebooks/07-agreement.ipynb"
@@ -97,8 +112,10 @@ rule figure_commprof:
     input:
         summary=f"data/results/{CAMPAIGN}/summary.csv",
     output:
-        pdf="paper/figures/commprof.pdf",
+        pdf=figure_pdf("commprof"),
     log:
         notebook="logs/notebooks/08-commprof.ipynb",
+    params:
+        what=FIGURE_WHAT["commprof"],
     notebook:
         "../../notebooks/08-commprof.ipynb"

@@ -75,7 +75,7 @@ rule paper:
         reference_table="paper/generated/reference_table.tex",
         figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
     output:
-        pdf="paper/main.pdf",
+        pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
     log:
         "logs/paper/latexmk.log",
     shell:

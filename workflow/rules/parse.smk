@@ -5,8 +5,26 @@ rule parse:
     input:
         raw_outputs_of_testbed,
     output:
-        tidy="data/results/{campaign}/{testbed}/tidy.csv",
-        rejected="data/results/{campaign}/{testbed}/rejected.csv",
+        tidy=report(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            caption="../report/table.rst",
+            category="Tables",
+            labels={
+                "table": "tidy rows",
+                "testbed": "{testbed}",
+                "campaign": "{campaign}",
+            },
+        ),
+        rejected=report(
+            "data/results/{campaign}/{testbed}/rejected.csv",
+            caption="../report/table.rst",
+            category="Tables",
+            labels={
+                "table": "rejected outputs",
+                "testbed": "{testbed}",
+                "campaign": "{campaign}",
+            },
+        ),
         provenance="data/results/{campaign}/{testbed}/provenance.json",
     log:
         "logs/parse/{campaign}/{testbed}.log",

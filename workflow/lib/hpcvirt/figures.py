@@ -15,6 +15,7 @@ class Figure:
     benchmark: str               # a configuration of this benchmark is needed ...
     kinds: tuple[str, ...] = ()  # ... on a testbed of one of these kinds (empty: any)
     also: tuple[str, ...] = ()   # and configurations of these benchmarks (anywhere)
+    what: str = ""               # what it shows (the HTML report's caption)
 
     def wanted(self, configurations, testbeds: dict) -> bool:
         have = {c.benchmark for c in configurations}
@@ -24,16 +25,65 @@ class Figure:
 
 
 FIGURES = (
-    Figure("pingpong", "01-pingpong", "netpipe", ("native",)),
-    Figure("datapaths", "02-datapaths", "netpipe"),
-    Figure("placement", "03-placement", "advect"),
-    Figure("npb", "04-npb", "npb"),
-    Figure("npbnorm", "05-npbnorm", "npb", ("netns-bridge", "qemu")),
-    Figure("osu", "06-osu", "osu"),
-    Figure("agreement", "07-agreement", "imb", (), ("netpipe",)),
-    Figure("commprof", "08-commprof", "commprof"),
+    Figure("pingpong", "01-pingpong", "netpipe", ("native",), what=(
+        "MPI ping-pong (NetPIPE) and raw TCP (qperf) on the native testbeds: half round-trip latency and bandwidth "
+        "over the message size, per MPI library and data path (shared memory, TCP loopback).")),
+    Figure("datapaths", "02-datapaths", "netpipe", what=(
+        "Every data path side by side: latency at the paper's message size and peak bandwidth, per MPI library and "
+        "for raw TCP, natively, across the software bridge and between the QEMU guests.")),
+    Figure("placement", "03-placement", "advect", what=(
+        "Process placement (Nanos et al.): time per step of the project's advection stencil and its halo-exchange "
+        "part against the share of messages that crossed the network, for intra-node, mixed and inter-node "
+        "placement on two hosts and two guests.")),
+    Figure("npb", "04-npb", "npb", what=(
+        "NAS Parallel Benchmarks kernels in the layout of Expósito et al.'s Fig. 6: total Mop/s of verified runs "
+        "against the number of processes, per testbed and class.")),
+    Figure("npbnorm", "05-npbnorm", "npb", ("netns-bridge", "qemu"), what=(
+        "NPB run times relative to the native testbed in the layout of Atif et al.'s Fig. 2: per kernel at the "
+        "largest process count, each testbed's time over the native time, paired by round.")),
+    Figure("osu", "06-osu", "osu", what=(
+        "OSU Micro-Benchmarks in the layout of Atif et al.'s Fig. 1: osu_latency and osu_bw between two processes "
+        "per testbed and data path, and osu_allreduce latency.")),
+    Figure("agreement", "07-agreement", "imb", (), ("netpipe",), what=(
+        "Method check: IMB PingPong and NetPIPE on the same testbed, MPI library and data path, latency at the "
+        "paper's message size and peak bandwidth.")),
+    Figure("commprof", "08-commprof", "commprof", what=(
+        "Communication profiles of NPB kernels after Atif et al.'s Fig. 3 (the project's PMPI profiler, a stand-in "
+        "for IPM): bytes sent per rank pair, and the share of run time inside MPI, natively and across the bridge.")),
 )
+
+ACCELERATORS = {
+    "qemu-tcg": "qemu-tcg (software emulation: the VM numbers measure the emulator, not a hypervisor)",
+    "qemu-kvm": "qemu-kvm (hardware-assisted)",
+}
 
 
 def for_campaign(configurations, testbeds: dict) -> list[Figure]:
     return [f for f in FIGURES if f.wanted(configurations, testbeds)]
+
+
+def by_name(name: str) -> Figure:
+    return next(f for f in FIGURES if f.name == name)
+
+
+def report_labels(name: str, tables) -> dict[str, str]:
+    """The HTML report's labels of a figure, from the campaign's tables (read
+    when the report is made): its campaign, the testbeds its data come from
+    with their virtualization, and the accelerator of the VM testbeds."""
+    import pandas as pd
+
+    fig = by_name(name)
+    benchmarks = (fig.benchmark, *fig.also)
+    cols = ["campaign", "testbed", "virtualization", "benchmark"]
+    df = pd.concat([pd.read_csv(t, usecols=lambda c: c in cols or c == "run_id") for t in tables])
+    if "campaign" not in df:
+        df["campaign"] = df["run_id"].str.split("/").str[0]
+    df = df[df["benchmark"].map(lambda b: any(b == x or b.startswith((f"{x}-", f"{x}_")) for x in benchmarks))]
+    pairs = sorted(set(zip(df["testbed"], df["virtualization"])))
+    accels = sorted({ACCELERATORS.get(v.split("+")[0], "") for _, v in pairs} - {""})
+    return {
+        "figure": name,
+        "campaign": ", ".join(sorted(set(df["campaign"]))),
+        "testbeds (virtualization)": ", ".join(f"{t} ({v})" for t, v in pairs),
+        "VM accelerator": "; ".join(accels) or "no VM in this figure",
+    }

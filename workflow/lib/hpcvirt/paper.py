@@ -107,7 +107,7 @@ def quick_look_tex(quick: bool) -> str:
         "repetition(s) of a reduced study (small message sizes, class~S kernels, short placement runs), to check "
         "that every part of the artifact works on this machine. Its numbers are not the study's results and its "
         "confidence intervals are not meaningful; the results are those of the archived campaign "
-        "(\\texttt{make figure}, \\texttt{make archive}) or of a full \\texttt{make}.}}\\end{center}"))
+        "(\\texttt{make figure}, \\texttt{make report}) or of a full \\texttt{make}.}}\\end{center}"))
 
 
 def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int = 8, hosts: dict | None = None,
