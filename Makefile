@@ -20,7 +20,7 @@ SUBSET := $(if $(strip $(TESTBEDS)),testbeds=[$(subst $(space),$(comma),$(strip 
 # What the default study (config/config.yaml: local, bridge, vm) needs.
 STUDY_FEATURES ?= base vm
 
-.PHONY: all paper quick deps deps-study deps-all test figure dry-run lint archive image clean help
+.PHONY: all paper quick bundle paper-from-archive report deps deps-study deps-all test figure dry-run lint archive image clean help
 
 all: paper
 
@@ -31,6 +31,8 @@ help:
 	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring)"
 	@echo "make dry-run    show the jobs of the full study without running them"
 	@echo "make archive    re-measure the archived campaign named in config/config.yaml"
+	@echo "make report     an HTML report (report/hpcvirt.html) of the archived campaign: figures, tables, paper"
+	@echo "make bundle     one file (dist/hpcvirt-<commit>.tar) that rebuilds the paper offline: make paper-from-archive"
 
 deps:
 	@workflow/scripts/install-deps.sh base
@@ -56,6 +58,31 @@ quick: deps-study
 	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
 	snakemake $(PROFILE) --configfile config/tiny.yaml config/quick.yaml --config campaign=$(QUICK_CAMPAIGN) $(SUBSET)
 	@echo "hpcvirt: paper/main.pdf built from the QUICK LOOK campaign $(QUICK_CAMPAIGN) (not the archived campaign; make figure / make redraw the archive)"
+
+# The offline bundle (hpcvirt.bundle): repository, archived campaign, built
+# paper, pinned sources, wheelhouse, checksum manifest.  Unpacked, it rebuilds
+# the paper with `make paper-from-archive` and no network (pip --no-index).
+BUNDLE ?= dist/hpcvirt-$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown).tar
+# Inside an unpacked bundle, its source archives are the mirror.
+ifneq ($(wildcard bundle/sources),)
+export HPCVIRT_SOURCE_MIRROR ?= $(CURDIR)/bundle/sources
+endif
+bundle: deps
+	snakemake $(PROFILE) paper/main.pdf
+	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.bundle $(BUNDLE)
+
+paper-from-archive: deps
+	snakemake $(PROFILE) paper/main.pdf
+	@echo "hpcvirt: paper/main.pdf rebuilt from the archived campaign"
+
+# The HTML report of the archived campaign (or REPORT_CAMPAIGN=<campaign>).
+REPORT_CAMPAIGN ?=
+REPORT_CONFIG := $(if $(REPORT_CAMPAIGN),--config campaign=$(REPORT_CAMPAIGN))
+report: deps
+	snakemake $(PROFILE) paper/main.pdf $(REPORT_CONFIG)
+	@mkdir -p report
+	snakemake $(PROFILE) --report report/hpcvirt.html $(REPORT_CONFIG)
+	@echo "hpcvirt: report/hpcvirt.html"
 
 archive: deps-study
 	snakemake $(PROFILE)

@@ -43,7 +43,12 @@ if [ -f workflow/envs/debian-bookworm.versions ]; then
   fi
 fi
 
-# Python: a venv with the pinned, complete dependency set.
+# Python: a venv with the pinned, complete dependency set.  Inside an
+# unpacked offline bundle (make bundle), from its wheelhouse only.
+if [ -d bundle/wheelhouse ]; then
+  export PIP_NO_INDEX=1 PIP_FIND_LINKS="$root/bundle/wheelhouse"
+  echo "install-deps: Python packages from bundle/wheelhouse only (no index)"
+fi
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "install-deps: creating .venv with $($PY --version)"
