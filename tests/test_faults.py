@@ -232,3 +232,36 @@ def test_a_full_disk_during_a_measurement_keeps_nothing_and_the_rerun_completes(
         run_measurement(study, testbeds["local"], c, 1, raw, prov)
         assert "65536 bytes" in Path(raw).read_text() and Path(prov).exists()
         assert not [n for n in os.listdir(where) if n.endswith(".partial")]
+
+
+# ------------------------------------------- a guest that never comes up
+@pytest.mark.vm
+@pytest.mark.e2e
+@pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
+def test_a_guest_that_never_boots_fails_its_round_and_the_others_continue(tmp_path):
+    from test_workflow import ENV, PROFILE, fresh_copy
+
+    work = fresh_copy(tmp_path / "repo")
+    vm = work / "config/testbeds/vm.yaml"
+    # 10 s is the shortest boot time a testbed may allow: no guest answers ssh that fast under emulation
+    vm.write_text(vm.read_text().replace("boot_timeout_s: 240", "boot_timeout_s: 10"))
+    study = dict(ROUND_STUDY, testbeds=["local", "vm"], skip_unoffered=True)
+    study["experiments"] = dict(ROUND_STUDY["experiments"], pingpong={"enabled": False})
+    (work / "config/boot.yaml").write_text(yaml.safe_dump(study))
+    campaign = "never-boots"
+    env = dict(ENV, HPCVIRT_WORKDIR=str(ROOT / ".hpcvirt"))
+    before = _system_state()
+    res = subprocess.run([str(Path(sys.executable).parent / "snakemake"), *PROFILE, "--configfile", "config/boot.yaml",
+                          "--config", f"campaign={campaign}", "--", *(f"data/results/{campaign}/{tb}/tidy.csv"
+                                                                      for tb in ("local", "vm"))],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    log = (work / "logs/measure_round" / campaign / "vm/rep-1.log").read_text()
+    assert "did not answer ssh within 10 s" in log and "serial log" in log, log[-2000:]
+    # the native testbed measured and parsed all the same (keep-going)
+    raw = work / "data/raw" / campaign
+    assert len(list((raw / "local").rglob("rep-1.out"))) == 2, out[-3000:]
+    assert (work / f"data/results/{campaign}/local/tidy.csv").exists()
+    assert not list((raw / "vm").rglob("rep-*.out")) if (raw / "vm").exists() else True
+    assert _system_state() == before
