@@ -279,3 +279,35 @@ def test_skip_unoffered_with_nothing_left_to_run_is_an_error():
         exp["enabled"] = name == "placement"          # needs two hosts: local offers none of it
     with pytest.raises(ConfigError, match=r"nothing to run: the testbeds \['local'\]"):
         load_study(study, testbed_dir=ROOT / "config/testbeds")
+
+
+def _merged(*files: str) -> dict:
+    """config/config.yaml with overlays, merged as Snakemake merges --configfile files."""
+    def merge(a, b):
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+        return out
+
+    study = copy.deepcopy(STUDY)
+    for f in files:
+        study = merge(study, yaml.safe_load((ROOT / f).read_text()))
+    return study
+
+
+@pytest.mark.parametrize("files,testbeds", [
+    (["config/tiny.yaml"], None),
+    (["config/tiny.yaml", "config/quick.yaml"], None),
+    (["config/container.yaml"], None),
+    (["config/tiny.yaml", "config/one-host.yaml"], ["local-slurm"]),
+    (["config/tiny.yaml", "config/one-host.yaml"], ["local", "local-container"]),
+])
+def test_shipped_overlays_load_with_the_testbeds_they_are_documented_with(files, testbeds):
+    """The commands in the README and the files' own comments work as written."""
+    from hpcvirt.matrix import configurations
+
+    study = _merged(*files)
+    if testbeds:
+        study["testbeds"] = testbeds
+    out, _ = load_study(study, testbed_dir=ROOT / "config/testbeds")
+    assert out["skipped"] == [] and configurations(out)

@@ -61,7 +61,13 @@ packages=(
     mpich libmpich12
     netpipe-openmpi netpipe-mpich2
     qperf
+    libgfortran5
 )
+# The pinned suites (hpcvirt.build) are not copied in: each containerized
+# rank gets the host's own build bind-mounted at /opt/hpcvirt/suites/<suite>-<mpi>
+# (hpcvirt.build.container_binds), so host and image run the same binaries.
+# libgfortran5 is NPB's Fortran runtime; these are the empty mount points.
+mountpoints="imb-openmpi imb-mpich npb-openmpi npb-mpich osu-openmpi osu-mpich"
 # Probe tools (pmix_info, ucx_info) go in when the host has them, so the
 # preflight reads versions the same way on both sides; otherwise it falls
 # back to dpkg-query, which gives the same answer.
@@ -110,6 +116,7 @@ mmdebstrap \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --include="${include[*]}" \
     --customize-hook='printf "hpcvirt\n" > "$1/etc/hostname"' \
+    --customize-hook="for d in $mountpoints; do mkdir -p \"\$1/opt/hpcvirt/suites/\$d\"; done" \
     --customize-hook='printf "127.0.0.1 localhost\n::1 localhost\n" > "$1/etc/hosts"' \
     --customize-hook=': > "$1/etc/resolv.conf"' \
     --customize-hook='chroot "$1" dpkg-query -W -f "\${Package}\t\${Version}\n" > "$1/etc/hpcvirt-manifest.tsv"' \

@@ -95,6 +95,25 @@ def in_guest(binary: str) -> bool:
     return binary.startswith(GUEST_PREFIX + "/")
 
 
+IMAGE_BUILD_RE = re.compile(r"/opt/hpcvirt/suites/(?P<suite>[a-z]+)-(?P<mpi>openmpi|mpich)(?=/|$)")
+
+
+def container_binds(argv: list[str]) -> list[str]:
+    """Bind mounts (``host:image``) that put the project's builds a
+    containerized rank runs (``/opt/hpcvirt/suites/<suite>-<mpi>/...`` in its
+    argv, e.g. a binary or an ``LD_PRELOAD``) into the image: the host's build
+    itself, so host and container run the same binaries.  The offline image
+    has the empty mount points."""
+    out = []
+    for word in argv:
+        for m in IMAGE_BUILD_RE.finditer(word):
+            if m["suite"] in RECIPES:
+                bind = f"{link_path(m['suite'], m['mpi']).resolve()}:{m.group(0)}"
+                if bind not in out:
+                    out.append(bind)
+    return out
+
+
 class BuildError(RuntimeError):
     """A suite could not be built; the message names the log."""
 

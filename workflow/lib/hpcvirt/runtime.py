@@ -34,13 +34,15 @@ def _image(runtime: Mapping[str, Any]) -> str:
     return os.fspath(image)
 
 
-def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False) -> list[str]:
+def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
+                     binds: list[str] | None = None) -> list[str]:
     """Argv that wraps ONE rank's command for the given testbed runtime.
 
     The result goes between the launcher and the program:
     ``[*launcher, *container_prefix(rt), prog, *args]``.  Never put an
     ``mpirun`` inside the container: the launcher is the host's.
 
+    ``binds`` adds bind mounts (``host:image``) for this run only.
     ``single=True`` builds the prefix for a lone process (the preflight
     probes): Charliecloud's ``--join`` is left out because it needs a peer
     group that only exists under a launcher.
@@ -67,6 +69,8 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False)
     kind = rt.get("kind", "none")
     if kind in NATIVE_KINDS:
         return []
+    # the testbed's binds, then those of the run (e.g. the project's suite builds, hpcvirt.build.container_binds)
+    rt["bind"] = [*(rt.get("bind") or []), *(b for b in binds or [] if b not in (rt.get("bind") or []))]
 
     if kind == "charliecloud":
         argv = [str(rt.get("exe", "ch-run"))]

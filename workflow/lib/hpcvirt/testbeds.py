@@ -31,6 +31,7 @@ from .benchmarks.common import fill
 from .benchmarks.netpipe import PATH_INTERCONNECT
 from .netns import agent_path
 from .placement import hosts_used, plane_hosts, run_length
+from .build import container_binds
 from .runtime import container_prefix, launch_env
 
 # Keeps only rank 0's standard output (see the script).  Relative to the
@@ -172,7 +173,8 @@ class Native(Kind):
         v = self.values(job, rank_hosts)
         runtime = self.tb.get("runtime", {"kind": "none"})
         argv = (fill(mpi["launcher"], **v) + fill(path.get("args", []), **v) + fill(entry.get("args", []), **v)
-                + ([RANK0_STDOUT] if wrap else []) + container_prefix(runtime) + job.argv)
+                + ([RANK0_STDOUT] if wrap else []) + container_prefix(runtime, binds=container_binds(job.argv))
+                + job.argv)
         env = {**launch_env(runtime), **mpi.get("env", {}), **path.get("env", {}), **entry.get("env", {})}
         return argv, env
 
