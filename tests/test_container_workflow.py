@@ -197,13 +197,25 @@ def test_tiny_study_through_the_image(tmp_path):
     summary = pd.read_csv(res / "summary.csv")
     assert {"local", "local-container"} <= set(summary["testbed"])
 
+    # the pinned suites ran in the image from the host's own builds (bind-mounted): same source, same rows
+    suites = {}
+    for tb in ("local", "local-container"):
+        t = pd.read_csv(res / tb / "tidy.csv", keep_default_na=False, na_values=[""])
+        s = t[t["benchmark"].isin(["imb", "osu_latency", "npb-ep", "commprof-cg"])]
+        assert set(s["benchmark"]) == {"imb", "osu_latency", "npb-ep", "commprof-cg"}, tb
+        suites[tb] = dict(zip(s["benchmark"], s["source_sha256"]))
+    assert suites["local"] == suites["local-container"]
+    imb = json.loads(next((work / f"data/raw/{campaign}/local-container/imb").glob("*/rep-1.json")).read_text())
+    argv = imb["command"]["argv"]
+    assert any(a.startswith("--bind=") and a.endswith(":/opt/hpcvirt/suites/imb-" + imb["mpi"]["impl"]) for a in argv)
+
     # every container measurement really went through ch-run, after the preflight
     provs = sorted((work / f"data/raw/{campaign}/local-container/netpipe").glob("*/rep-1.json"))
     assert len(provs) == 4
     for p in provs:
         rec = json.loads(p.read_text())
         argv = rec["command"]["argv"]
-        assert argv[argv.index("ch-run") + 1:argv.index("ch-run") + 3] == ["--join-ct=2", IMAGE]
+        assert argv[argv.index("ch-run") + 1:argv.index("ch-run") + 3] == ["--join-ct=2", IMAGE]   # no binds
         assert rec["started_at"] >= pf["finished_at"]
 
 
