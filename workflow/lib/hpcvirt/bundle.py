@@ -23,7 +23,6 @@ from the archived campaign; ``HPCVIRT_SOURCE_MIRROR`` defaults to
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -71,18 +70,10 @@ def campaign_sources(campaign: str) -> list[dict]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def manifest(top: Path) -> str:
     """``sha256sum`` lines of every file below ``top`` (relative, sorted)."""
     files = sorted(p for p in top.rglob("*") if p.is_file() and p.name != "MANIFEST.sha256")
-    return "".join(f"{_sha256(p)}  {p.relative_to(top)}\n" for p in files)
+    return "".join(f"{sources.sha256_of(p)}  {p.relative_to(top)}\n" for p in files)
 
 
 def wheelhouse(dest: Path, lock: Path) -> None:
@@ -124,7 +115,7 @@ def make_bundle(out: str | os.PathLike, campaign: str, paper: str | os.PathLike 
         (extra / "sources").mkdir()
         for rec in srcs:
             shutil.copyfile(rec["path"], extra / "sources" / rec["file"])
-            if _sha256(extra / "sources" / rec["file"]) != rec["sha256"]:
+            if sources.sha256_of(extra / "sources" / rec["file"]) != rec["sha256"]:
                 raise BundleError(f"{rec['file']} changed while it was copied")
         print("hpcvirt.bundle: [3/4] wheelhouse of requirements.lock", file=sys.stderr, flush=True)
         wheelhouse(extra / "wheelhouse", root / "requirements.lock")

@@ -27,6 +27,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import traceback
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -284,6 +286,24 @@ def disk_full(directory: Path) -> str:
         return (f"the filesystem holding {directory} was full when the run ended ({free} bytes free): "
                 f"its output may be cut and is not used")
     return ""
+
+
+@contextmanager
+def job_log(path: str, what: str):
+    """The body of a measurement job, with stderr in the job's log.  An error
+    goes to the log (with its traceback) and to the terminal, where it is not
+    lost with the redirected stderr, and the job exits 1."""
+    terminal = sys.stderr
+    with open(path, "w") as log:
+        sys.stderr = log
+        try:
+            yield log
+        except BaseException as exc:
+            traceback.print_exc(file=log)
+            print(f"{what}: {exc}", file=terminal)
+            raise SystemExit(1) from None
+        finally:
+            sys.stderr = terminal
 
 
 def clear_partials(raw: Path) -> list[Path]:

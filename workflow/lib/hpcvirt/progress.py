@@ -125,3 +125,10 @@ def archived_campaign() -> str | None:
         return yaml.safe_load((paths.root() / "config" / "config.yaml").read_text())["campaign"]
     except (OSError, KeyError, TypeError, ValueError):
         return None
+
+
+def report(study: dict) -> None:
+    """Print the status line for the person at the terminal (stdout)."""
+    line = status(study, archived_campaign())
+    if line:
+        print(f"hpcvirt: {line}", flush=True)
