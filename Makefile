@@ -30,6 +30,7 @@ help:
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
 	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring)"
 	@echo "make dry-run    show the jobs of the full study without running them"
+	@echo "  TESTBEDS=...  (make, make quick, make dry-run) only these testbeds, e.g. TESTBEDS=local; the rest is listed as skipped"
 	@echo "make archive    re-measure the archived campaign named in config/config.yaml"
 	@echo "make report     an HTML report (report/hpcvirt.html) of the archived campaign: figures, tables, paper"
 	@echo "make bundle     one file (dist/hpcvirt-<commit>.tar) that rebuilds the paper offline: make paper-from-archive"
@@ -57,7 +58,7 @@ quick: deps-study
 	@echo "hpcvirt: QUICK LOOK (not the archived campaign): a reduced study on local, bridge and vm into campaign $(QUICK_CAMPAIGN)"
 	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
 	snakemake $(PROFILE) --configfile config/tiny.yaml config/quick.yaml --config campaign=$(QUICK_CAMPAIGN) $(SUBSET)
-	@echo "hpcvirt: paper/main.pdf built from the QUICK LOOK campaign $(QUICK_CAMPAIGN) (not the archived campaign; make figure / make redraw the archive)"
+	@echo "hpcvirt: paper/main.pdf built from the QUICK LOOK campaign $(QUICK_CAMPAIGN) (not the archived campaign; make figure and make report redraw the archive)"
 
 # The offline bundle (hpcvirt.bundle): repository, archived campaign, built
 # paper, pinned sources, wheelhouse, checksum manifest.  Unpacked, it rebuilds
