@@ -83,7 +83,7 @@ def test_every_declared_figure_has_its_rule_and_notebook():
     rules = (ROOT / "workflow/rules/figures.smk").read_text()
     for f in FIGURES:
         block = rules.split(f"rule figure_{f.name}:")[1].split("\nrule ")[0]
-        assert f'pdf="paper/figures/{f.name}.pdf"' in block
+        assert f'pdf=figure_pdf("{f.name}")' in block   # paper/figures/<name>.pdf, registered for the report
         assert f'"../../notebooks/{f.notebook}.ipynb"' in block
         assert (ROOT / "notebooks" / f"{f.notebook}.ipynb").is_file()
 
