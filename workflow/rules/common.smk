@@ -21,9 +21,7 @@ except ConfigError as exc:
 
 CAMPAIGN = STUDY["campaign"]
 # How far the campaign is, and what its missing measurements took in the archive.
-_PROGRESS = progress.status(STUDY, progress.archived_campaign())
-if _PROGRESS:
-    print(f"hpcvirt: {_PROGRESS}", file=sys.stderr)
+progress.report(STUDY, file=sys.stderr)
 if STUDY["skipped"]:
     print(
         f"hpcvirt: testbeds {STUDY['testbeds']} do not offer (skipped, skip_unoffered):\n  "

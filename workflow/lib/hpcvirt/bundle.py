@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import paths, sources
+from .config import archived_campaign
 
 # The build backend pyproject.toml names (setuptools>=68), for the offline
 # `pip install -e .` of the project itself.
@@ -143,8 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", help="the archive file to write (.tar)")
     ap.add_argument("--campaign", help="the archived campaign (default: config/config.yaml's)")
     args = ap.parse_args(argv)
-    from .progress import archived_campaign
-
     try:
         info = make_bundle(args.out, args.campaign or archived_campaign())
     except (BundleError, sources.SourceError) as exc:

@@ -226,6 +226,14 @@ def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Pa
     return skipped
 
 
+def archived_campaign() -> str | None:
+    """The campaign config/config.yaml names: the archive the paper uses."""
+    try:
+        return _load_yaml(paths.root() / "config" / "config.yaml")["campaign"]
+    except (ConfigError, KeyError, TypeError):
+        return None
+
+
 def testbed_hash(tb: dict) -> str:
     """Identity of a testbed's effective settings (file content with defaults,
     without its free-text description), recorded with every raw output: a

@@ -74,8 +74,8 @@ def report_labels(name: str, tables) -> dict[str, str]:
 
     fig = by_name(name)
     benchmarks = (fig.benchmark, *fig.also)
-    cols = ["campaign", "testbed", "virtualization", "benchmark"]
-    df = pd.concat([pd.read_csv(t, usecols=lambda c: c in cols or c == "run_id") for t in tables])
+    cols = {"campaign", "run_id", "testbed", "virtualization", "benchmark"}
+    df = pd.concat([pd.read_csv(t, usecols=lambda c: c in cols) for t in tables])
     if "campaign" not in df:
         df["campaign"] = df["run_id"].str.split("/").str[0]
     df = df[df["benchmark"].map(lambda b: any(b == x or b.startswith((f"{x}-", f"{x}_")) for x in benchmarks))]

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from datetime import datetime
 from pathlib import Path
 
 from . import paths
 from .atomic import write_json
+from .config import archived_campaign
 from .matrix import RAW_ROOT, all_raw_paths
 
 # A gap longer than this beyond the run's own duration is a pause, not overhead.
@@ -117,18 +119,8 @@ def status(study: dict, archive: str | None) -> str | None:
     return line
 
 
-def archived_campaign() -> str | None:
-    """The campaign config/config.yaml names: the archive the paper uses."""
-    import yaml
-
-    try:
-        return yaml.safe_load((paths.root() / "config" / "config.yaml").read_text())["campaign"]
-    except (OSError, KeyError, TypeError, ValueError):
-        return None
-
-
-def report(study: dict) -> None:
-    """Print the status line for the person at the terminal (stdout)."""
+def report(study: dict, file=None) -> None:
+    """Print the status line for the person at the terminal (default stdout)."""
     line = status(study, archived_campaign())
     if line:
-        print(f"hpcvirt: {line}", flush=True)
+        print(f"hpcvirt: {line}", file=file or sys.stdout, flush=True)
