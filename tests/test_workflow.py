@@ -276,6 +276,25 @@ def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
     assert "measure" not in res.stdout.split("Job stats:")[1]
 
 
+def test_a_run_without_the_profile_refuses_to_start(tmp_path):
+    """Plain `snakemake` keeps Snakemake's default rerun triggers: in a
+    checkout that has measured before, a changed measurement script would
+    re-measure the archive (a checkout keeps no write protection).  The
+    workflow refuses to start, names the fix, and touches no raw output; a
+    dry run still works."""
+    work = fresh_copy(tmp_path / "repo")
+    raw = sorted((work / "data/raw").rglob("*"))
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in raw if p.is_file()}
+    res = snakemake("--cores", "1", "paper/figures/pingpong.pdf", cwd=work, check=False)
+    assert res.returncode != 0
+    assert "--workflow-profile workflow/profiles/default" in res.stdout + res.stderr
+    assert "rerun-triggers: [mtime, input, params, software-env]" in res.stdout + res.stderr
+    after = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted((work / "data/raw").rglob("*")) if p.is_file()}
+    assert after == before
+    assert not (work / "logs/measure").exists()
+    assert snakemake("-n", "paper/figures/pingpong.pdf", cwd=work, check=False).returncode == 0
+
+
 @pytest.mark.e2e
 def test_html_report_of_the_archive(tmp_path):
     """`make report`'s two steps in a fresh copy: the paper from the archive,

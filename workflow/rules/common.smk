@@ -20,6 +20,7 @@ except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
+
 # How far the campaign is, and what its missing measurements took in the archive.
 progress.report(STUDY, file=sys.stderr)
 if STUDY["skipped"]:
@@ -155,3 +156,19 @@ def figure_pdf(name):
         category="Figures",
         labels=lambda wildcards, input: figures.report_labels(name, list(input)),
     )
+
+
+# Raw outputs are records.  With Snakemake's default rerun triggers a change
+# of the measurement code would re-measure every finished measurement and
+# replace its raw output (a git checkout does not keep the write protection).
+# The project's profiles leave the code trigger out; Snakemake finds them only
+# when named (the Snakefile is at the top, the profiles in workflow/profiles).
+onstart:
+    if "CODE" in {t.name for t in workflow.rerun_triggers}:
+        raise WorkflowError(
+            "hpcvirt: run the workflow through make, or name a profile: snakemake "
+            "--workflow-profile workflow/profiles/default ... (or workflow/profiles/slurm).  "
+            "Without one, Snakemake re-runs a job whose code changed: it would measure "
+            "finished measurements again and replace their raw outputs, which are records.  "
+            "Another profile must set rerun-triggers: [mtime, input, params, software-env]."
+        )
