@@ -49,3 +49,31 @@ def test_status_counts_what_is_done_and_estimates_the_rest(tmp_path, monkeypatch
     assert line.startswith("1 of 3 measurements of campaign new done; the other 2: about 40 s to go")
     assert "archived campaign arch (Test CPU, 2 CPUs)" in line
     assert progress.status({"campaign": "arch"}, "arch") is None              # nothing missing: nothing said
+
+
+def test_share_counts_runs_with_their_overhead_but_not_the_guests_boot(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
+    T = "2026-01-01T00:{}+00:00"
+    # native: 2 s of job overhead before each run
+    _record(tmp_path, "c", "local/netpipe/a/rep-1", T.format("00:00"), T.format("00:10"))
+    _record(tmp_path, "c", "local/imb/a/rep-1", T.format("00:12"), T.format("00:20"))
+    # a VM round: 60 s of boot before its first run, then 1 s between runs
+    _record(tmp_path, "c", "vm/imb/x/rep-1", T.format("01:20"), T.format("01:30"))
+    _record(tmp_path, "c", "vm/netpipe/y/rep-1", T.format("01:31"), T.format("01:41"))
+    _record(tmp_path, "c", "vm/npb/z/rep-1", T.format("01:42"), T.format("01:52"))
+    out = progress.share("c", ["imb", "npb"])
+    assert out["runs"] == 3 and out["run_seconds"] == 28.0
+    # local imb: 8 + 2; vm imb (first in round): 10 + the round's median gap 1; vm npb: 10 + 1
+    assert out["by"] == {"local/imb": 10.0, "vm/imb": 11.0, "vm/npb": 11.0}
+    assert out["seconds"] == 32.0
+
+
+def test_share_cli_says_whether_the_budget_holds(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
+    T = "2026-01-01T00:{}+00:00"
+    _record(tmp_path, "c", "local/imb/a/rep-1", T.format("00:00"), T.format("00:30"))
+    assert progress.main(["share", "c", "imb", "--builds-s", "20", "--budget-s", "60"]) == 0
+    assert "50 s" in capsys.readouterr().out
+    assert progress.main(["share", "c", "imb", "--builds-s", "40", "--budget-s", "60"]) == 3
+    assert "OVER" in capsys.readouterr().out
+    assert progress.main(["share", "missing", "imb"]) == 1

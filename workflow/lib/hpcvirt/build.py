@@ -384,10 +384,14 @@ def main(argv: list[str] | None = None) -> int:
             for suite, mpi in todo:
                 print(suite, mpi, f"{suite}-{mpi}-{plan(suite, mpi)[3]}", flush=True)
             return 0
+        started = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             for i, ((suite, mpi), rec) in enumerate(zip(todo, pool.map(lambda sm: ensure(*sm), todo)), 1):
                 print(suite, mpi, rec["dir"], flush=True)   # one "<suite> <mpi> <dir>" line each (read by scripts)
                 print(f"hpcvirt.build: [{i}/{len(todo)}] {suite} for {mpi} ready", file=sys.stderr, flush=True)
+        if todo:
+            print(f"hpcvirt.build: {len(todo)} builds ready in {time.monotonic() - started:.1f} s "
+                  f"({args.jobs} at a time; a cached build takes no time)", file=sys.stderr, flush=True)
     except (BuildError, sources.SourceError) as exc:
         print(f"hpcvirt.build: {exc}", file=sys.stderr)
         return 1

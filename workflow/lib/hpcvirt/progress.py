@@ -14,10 +14,20 @@ which CPU it was measured on.
 
 Slots are cached per archived campaign in ``.hpcvirt/progress/<campaign>.json``
 (an archive is immutable).
+
+``python -m hpcvirt.progress share CAMPAIGN BENCHMARK...`` says what some
+benchmarks added to the wall time of the campaign's ``make``: the time from
+the end of the run before each of their runs to its end (job overhead
+included).  The gap before the first run of each testbed and repetition
+is replaced by the testbed's median gap between runs: before a VM round's
+first run it holds the guests' boot, which happens once per round whatever
+runs in it.  The builds of the suites come before the campaign and are not in its
+records: add them from the build log.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -124,3 +134,87 @@ def report(study: dict, file=None) -> None:
     line = status(study, archived_campaign())
     if line:
         print(f"hpcvirt: {line}", file=file or sys.stdout, flush=True)
+
+
+def _records(root: Path) -> list[tuple[datetime, datetime, str]]:
+    runs = []
+    for p in sorted(root.glob("*/*/*/rep-*.json")):
+        try:
+            rec = json.loads(p.read_text())
+            start, end = (datetime.fromisoformat(rec[k]) for k in ("started_at", "finished_at"))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        runs.append((start, end, str(p.relative_to(root).with_suffix(""))))
+    return sorted(runs)
+
+
+def share(campaign: str, benchmarks: list[str], raw_root: str | Path = RAW_ROOT) -> dict:
+    """{"seconds", "run_seconds", "runs", "by": {"<testbed>/<benchmark>": seconds}} that
+    the runs of ``benchmarks`` (benchmark directory names) added to the campaign's
+    timeline; failed runs count too (a rerun is part of the cost)."""
+    runs = _records(paths.resolve(raw_root) / campaign)
+    if not runs:
+        raise ValueError(f"no provenance records under {paths.resolve(raw_root) / campaign}")
+    slot: dict[int, float] = {}
+    first_in_round: set[int] = set()
+    seen_rounds: set[tuple[str, str]] = set()
+    gaps: dict[str, list[float]] = {}
+    for i, (start, end, key) in enumerate(runs):
+        testbed, rep = key.split("/")[0], key.rsplit("rep-", 1)[1].split(".")[0]
+        prev_end = runs[i - 1][1] if i else start
+        gap = max(0.0, (start - prev_end).total_seconds())
+        # a qemu testbed's runs are one round job per repetition (its rounds do not interleave)
+        if (testbed, rep) not in seen_rounds or i == 0:
+            first_in_round.add(i)
+        else:
+            gaps.setdefault(testbed, []).append(gap)
+        seen_rounds.add((testbed, rep))
+        slot[i] = gap
+    by: dict[str, float] = {}
+    total = own = 0.0
+    n = 0
+    for i, (start, end, key) in enumerate(runs):
+        testbed, bench = key.split("/")[:2]
+        if bench not in benchmarks:
+            continue
+        gap = slot[i]
+        if i in first_in_round or gap > PAUSE_S:
+            gap = statistics.median(gaps.get(testbed) or [0.0])
+        seconds = (end - start).total_seconds() + gap
+        by[f"{testbed}/{bench}"] = round(by.get(f"{testbed}/{bench}", 0.0) + seconds, 1)
+        total += seconds
+        own += (end - start).total_seconds()
+        n += 1
+    return {"campaign": campaign, "seconds": round(total, 1), "run_seconds": round(own, 1), "runs": n, "by": by}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hpcvirt.progress",
+                                 description="what some benchmarks added to a campaign's wall time")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sh = sub.add_parser("share", help="the wall time the runs of some benchmarks added to a campaign")
+    sh.add_argument("campaign")
+    sh.add_argument("benchmarks", nargs="+", help="benchmark directory names (e.g. imb osu npb commprof)")
+    sh.add_argument("--builds-s", type=float, default=0.0, help="wall time of their builds, added to the total")
+    sh.add_argument("--budget-s", type=float, default=None, help="print whether the total is within this budget")
+    args = ap.parse_args(argv)
+    try:
+        out = share(args.campaign, args.benchmarks)
+    except ValueError as exc:
+        print(f"hpcvirt.progress: {exc}", file=sys.stderr)
+        return 1
+    for k, v in sorted(out["by"].items()):
+        print(f"  {k:24s} {v:8.1f} s")
+    total = out["seconds"] + args.builds_s
+    line = (f"{' + '.join(args.benchmarks)} in {args.campaign}: {out['runs']} runs, {out['run_seconds']:.0f} s "
+            f"running, {out['seconds']:.0f} s with their job overhead")
+    if args.builds_s:
+        line += f", {total:.0f} s ({_minutes(total)}) with the builds"
+    if args.budget_s is not None:
+        line += f"; budget {args.budget_s:.0f} s: {'within' if total <= args.budget_s else 'OVER'}"
+    print(line)
+    return 0 if args.budget_s is None or total <= args.budget_s else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
