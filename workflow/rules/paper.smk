@@ -60,6 +60,31 @@ rule reference_table:
         "../scripts/reference_table.py"
 
 
+# The studies' claims (data/reference/claims.yaml) checked on the campaign,
+# and every \claimsays{ID}{verdict} of the text checked against the result.
+rule claims:
+    input:
+        claims="data/reference/claims.yaml",
+        claims_md="data/reference/claims.md",
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+        sections=paper_sections,
+        parts=paper_parts,
+    output:
+        verdicts=f"data/results/{CAMPAIGN}/claims.csv",
+        macros="paper/generated/claims.tex",
+        table="paper/generated/claims_table.tex",
+    log:
+        "logs/paper/claims.log",
+    params:
+        campaign=CAMPAIGN,
+    script:
+        "../scripts/claims.py"
+
+
 rule paper:
     input:
         tex="paper/main.tex",
@@ -73,6 +98,8 @@ rule paper:
         npb_table="paper/generated/npb_table.tex",
         agreement_table="paper/generated/agreement_table.tex",
         reference_table="paper/generated/reference_table.tex",
+        claims="paper/generated/claims.tex",
+        claims_table="paper/generated/claims_table.tex",
         figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),

@@ -1,0 +1,140 @@
+"""The studies' claims as data (hpcvirt.claims): the claims file, the verdict
+rules, and the paper's sentences that cite verdicts."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hpcvirt import claims
+from hpcvirt.config import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIMS, CLAIMS_MD = ROOT / "data/reference/claims.yaml", ROOT / "data/reference/claims.md"
+CAMPAIGN = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")[0]["campaign"]
+
+
+def archive_tidy() -> pd.DataFrame:
+    return pd.concat([pd.read_csv(p) for p in sorted((ROOT / "data/results" / CAMPAIGN).glob("*/tidy.csv"))],
+                     ignore_index=True)
+
+
+def test_every_claim_of_claims_md_has_one_entry():
+    entries = claims.load(CLAIMS, CLAIMS_MD)
+    ids = re.findall(r"^\| ((?:EXP|NAN|ATI|RAM|RIC)-\d+) \|", CLAIMS_MD.read_text(), re.M)
+    assert len(ids) == 64 and sorted(e.id for e in entries) == sorted(ids)
+    for e in entries:
+        assert bool(e.checks) != bool(e.not_testable), e.id
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda c: c[0].update(study="nobody"), "claim EXP-1: study 'nobody'; allowed: exposito2012"),
+    (lambda c: c[0].pop("checks"), "claim EXP-1: needs exactly one of checks"),
+    (lambda c: c[0]["checks"][0].update(within=[10, -10]), "claim EXP-1, check 1: within must be [low, high]"),
+    (lambda c: c[0]["checks"][0]["difference"][0].update(host="x"), "unknown selector keys ['host']"),
+    (lambda c: c[0]["checks"][0]["difference"][0].update(at="largest"), "at 'largest'; allowed: smallest, peak"),
+    (lambda c: c[0]["checks"][0].update(below=3), "needs exactly one of below, above, within"),
+    (lambda c: c.append(dict(c[1])), "claim EXP-2: duplicate id"),
+    (lambda c: c.pop(5), "must match"),
+])
+def test_a_bad_claims_file_names_the_file_claim_and_key(tmp_path, mutate, needle):
+    data = yaml.safe_load(CLAIMS.read_text())
+    mutate(data)
+    bad = tmp_path / "claims.yaml"
+    bad.write_text(yaml.safe_dump(data, allow_unicode=True))
+    with pytest.raises(claims.ClaimError) as exc:
+        claims.load(bad, CLAIMS_MD)
+    assert str(bad) in str(exc.value) and needle in str(exc.value)
+
+
+def _tidy(values: dict[str, list[float]]) -> pd.DataFrame:
+    rows = []
+    for testbed, vals in values.items():
+        for rep, v in enumerate(vals, 1):
+            rows.append(dict(run_id=f"c/{testbed}/npb/x/rep-{rep}", testbed=testbed, virtualization="none",
+                             benchmark="npb-cg", variant="W", metric="mops_total", unit="Mop/s", value=v,
+                             msg_bytes=float("nan"), ranks=4, rep=rep, interconnect="tcp", mpi="openmpi"))
+    return pd.DataFrame(rows)
+
+
+def _claim(**check) -> claims.Claim:
+    sel = lambda tb: {"testbed": tb, "benchmark": "npb-cg", "metric": "mops_total"}  # noqa: E731
+    chk = {"kind": "ratio", "selectors": (sel("a"), sel("b")), "quantity": "a/b", "unit": "", **check}
+    return claims.Claim("EXP-13", "exposito2012", "s", "r", "m", (chk,), None)
+
+
+@pytest.mark.parametrize("a, test, bound, verdict", [
+    ([1, 2, 3], "below", 4, "holds"),            # ratios 0.1, 0.2, 0.3: all below
+    ([1, 2, 3], "below", 0.05, "does not hold"),
+    ([1, 2, 3], "below", 0.25, "inconclusive"),  # the CI [0.1, 0.3] straddles 0.25
+    ([1, 2, 3], "above", 0.05, "holds"),
+    ([1, 2, 3], "within", [0.05, 0.35], "holds"),
+    ([1, 2, 3], "within", [0.5, 0.9], "does not hold"),
+    ([1, 2, 3], "within", [0.15, 0.9], "inconclusive"),
+])
+def test_verdict_rules_on_the_ci(a, test, bound, verdict):
+    v = claims.evaluate([_claim(test=test, bound=bound)], _tidy({"a": a, "b": [10, 10, 10]}), "c")
+    assert v["verdict"].tolist() == [verdict] and v["claim_verdict"].tolist() == [verdict]
+    assert (v["ci_low"].iloc[0], v["ci_high"].iloc[0]) == pytest.approx((0.1, 0.3))
+
+
+def test_missing_rows_leave_the_claim_not_tested_with_the_reason():
+    v = claims.evaluate([_claim(test="below", bound=1)], _tidy({"a": [1, 2, 3]}), "c")
+    assert v["claim_verdict"].tolist() == ["not tested"]
+    assert "not measured in this campaign: no rows for {'testbed': 'b'" in v["reason"].iloc[0]
+
+
+def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
+    v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(), CAMPAIGN)
+    tested = v[v["claim_verdict"].isin(["holds", "does not hold", "inconclusive"])]
+    assert tested["claim"].nunique() >= 14
+    assert tested["ci_low"].le(tested["median"]).all() and tested["median"].le(tested["ci_high"]).all()
+    assert v.loc[v["claim"] == "EXP-5", "tcg"].all()            # guest vs native: TCG-marked
+    assert not v.loc[v["claim"] == "EXP-13", "tcg"].any()
+    assert set(v.loc[v["claim_verdict"] == "not testable", "reason"].str.len().gt(10)) == {True}
+
+
+def test_a_flipped_verdict_names_the_sentence_and_the_claim():
+    """One archived measurement changed so that EXP-13 flips: CG across two
+    hosts as fast as on one.  The sentence that relies on it is named."""
+    tidy = archive_tidy()
+    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-cg") & (tidy["metric"] == "mops_total")
+    assert sel.sum() == 3
+    tidy.loc[sel, "value"] *= 100
+    v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, CAMPAIGN)
+    assert v.loc[v["claim"] == "EXP-13", "claim_verdict"].iloc[0] == "does not hold"
+    sections = sorted((ROOT / "paper/sections").rglob("*.tex"))
+    problems = claims.check_sentences(sections, v)
+    assert len(problems) == 1, problems
+    assert "paper/sections/claims.tex:" in problems[0] and "claim EXP-13 holds" in problems[0]
+    assert "for CG the claim" in problems[0]          # the sentence itself
+    # the archive as it is: no sentence is stale
+    assert claims.check_sentences(sections, claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(),
+                                                              CAMPAIGN)) == []
+
+
+def test_the_paper_build_fails_on_a_flipped_claim(tmp_path):
+    """The workflow's claims rule (an input of the paper) on a fresh copy
+    whose archived CG outputs across the two hosts were changed: it fails
+    naming the sentence and the claim, and writes no verdicts."""
+    from test_workflow import PROFILE, fresh_copy, snakemake
+
+    work = fresh_copy(tmp_path / "repo")
+    tidy = work / "data/results" / CAMPAIGN / "bridge/tidy.csv"
+    df = pd.read_csv(tidy)
+    sel = (df["benchmark"] == "npb-cg") & (df["metric"] == "mops_total")
+    df.loc[sel, "value"] *= 100
+    df.to_csv(tidy, index=False)
+    res = snakemake(*PROFILE, "paper/generated/claims.tex", cwd=work, check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "claims.tex" in out and "claim EXP-13 holds" in out and "rewrite the sentence" in out
+    assert not (work / "data/results" / CAMPAIGN / "claims.csv").exists()

@@ -1,0 +1,397 @@
+"""The studies' claims as data, and their verdicts for a campaign.
+
+``data/reference/claims.yaml`` holds one entry per claim of
+``data/reference/claims.md`` (same ids).  An entry either says why the claim
+cannot be tested on this project's testbeds (``not_testable``), or lists
+``checks``: each check computes one quantity from the campaign's tidy rows
+and compares it with a threshold::
+
+    - quantity: words for the table
+      value: {testbed: vm, benchmark: imb, interconnect: shm, metric: latency, at: smallest}
+      below: 0.5                      # or above: x, or within: [lo, hi]
+    - ratio: [{...subject...}, {...reference...}]       # subject / reference, paired by round
+      within: [1.2, 2.0]
+    - difference: [{...}, {...}]                        # subject - reference, paired by round
+    - spread: {...}                   # per configuration: std/mean over the rounds
+
+A selector names tidy columns (``testbed``, ``benchmark``, ``mpi``,
+``interconnect``, ``variant``, ``ranks``, ``placement``, ...), the ``metric``
+and ``at``: ``smallest`` (the smallest message size of the sweep), ``peak``
+(the maximum over sizes), or a size in bytes; without ``at`` the metric must
+have one value per round.  The quantity's median and order-statistic CI over
+the rounds decide the check: *holds* when the whole CI meets the threshold,
+*does not hold* when none of it does, *inconclusive* when the CI straddles
+it (or there is a single value, hence no CI).  A claim holds when all its checks hold and does not hold when one does
+not; a check whose rows are not in the campaign makes the claim *not tested*
+(the reason names the missing rows).  Verdicts computed from guests under
+TCG emulation say so: those numbers measure the emulator.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from . import stats
+from .analysis import normalize_units
+
+VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
+STUDIES = ("exposito2012", "nanos2010", "atif2016", "ramakrishnan2011", "richter2015")
+SELECT_KEYS = {"testbed", "virtualization", "benchmark", "mpi", "interconnect", "variant", "ranks", "nodes",
+               "placement", "metric", "at"}
+CHECK_KINDS = ("value", "ratio", "difference", "spread")
+ID_RE = re.compile(r"^\| ((?:EXP|NAN|ATI|RAM|RIC)-\d+) \|", re.M)
+
+
+class ClaimError(ValueError):
+    """A claims file that does not describe the claims."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    study: str
+    statement: str
+    reported: str
+    mapping: str
+    checks: tuple
+    not_testable: str | None
+
+
+def _fail(path, where: str, msg: str):
+    raise ClaimError(f"{path}: {where}: {msg}")
+
+
+def load(path: str | Path, claims_md: str | Path | None = None) -> list[Claim]:
+    """Validated claims; with ``claims_md``, every id of that file must have exactly one entry."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClaimError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(raw, list):
+        _fail(path, "top level", "must be a list of claims")
+    out, seen = [], set()
+    for i, e in enumerate(raw):
+        where = f"entry {i + 1}"
+        if not isinstance(e, dict):
+            _fail(path, where, "must be a mapping")
+        cid = e.get("id")
+        if not isinstance(cid, str) or not re.fullmatch(r"(EXP|NAN|ATI|RAM|RIC)-\d+", cid):
+            _fail(path, where, f"id {cid!r} must look like EXP-1 (EXP, NAN, ATI, RAM or RIC)")
+        where = f"claim {cid}"
+        if cid in seen:
+            _fail(path, where, "duplicate id")
+        seen.add(cid)
+        unknown = set(e) - {"id", "study", "statement", "reported", "mapping", "checks", "not_testable"}
+        if unknown:
+            _fail(path, where, f"unknown keys {sorted(unknown)}; allowed: id, study, statement, reported, mapping, "
+                               "checks, not_testable")
+        if e.get("study") not in STUDIES:
+            _fail(path, where, f"study {e.get('study')!r}; allowed: {', '.join(STUDIES)}")
+        for k in ("statement", "reported"):
+            if not isinstance(e.get(k), str) or not e[k].strip():
+                _fail(path, where, f"{k} must be a non-empty string")
+        has_checks, nt = bool(e.get("checks")), e.get("not_testable")
+        if has_checks == bool(nt):
+            _fail(path, where, "needs exactly one of checks (a list) or not_testable (the reason)")
+        if nt is not None and not isinstance(nt, str):
+            _fail(path, where, "not_testable must be the reason, a string")
+        checks = tuple(_check(path, f"{where}, check {j + 1}", c) for j, c in enumerate(e.get("checks") or []))
+        if has_checks and not isinstance(e.get("mapping"), str):
+            _fail(path, where, "a tested claim needs mapping: which of our testbeds stand for the study's")
+        out.append(Claim(cid, e["study"], e["statement"].strip(), e["reported"].strip(),
+                         (e.get("mapping") or "").strip(), checks, nt))
+    if claims_md is not None:
+        ids = set(ID_RE.findall(Path(claims_md).read_text()))
+        missing, extra = sorted(ids - seen, key=_order), sorted(seen - ids, key=_order)
+        if missing or extra:
+            _fail(path, "ids", f"must match {claims_md}: missing {missing}, not in it {extra}")
+    return sorted(out, key=lambda c: _order(c.id))
+
+
+def _order(cid: str) -> tuple:
+    prefix, n = cid.split("-")
+    return ("EXP", "NAN", "ATI", "RAM", "RIC").index(prefix), int(n)
+
+
+def _selector(path, where: str, sel) -> dict:
+    if not isinstance(sel, dict) or "metric" not in sel:
+        _fail(path, where, "a selector is a mapping of tidy columns with at least metric")
+    unknown = set(sel) - SELECT_KEYS
+    if unknown:
+        _fail(path, where, f"unknown selector keys {sorted(unknown)}; allowed: {', '.join(sorted(SELECT_KEYS))}")
+    at = sel.get("at")
+    if at is not None and at not in ("smallest", "peak") and not (isinstance(at, int) and at >= 0):
+        _fail(path, where, f"at {at!r}; allowed: smallest, peak or a size in bytes")
+    return dict(sel)
+
+
+def _check(path, where: str, c) -> dict:
+    if not isinstance(c, dict):
+        _fail(path, where, "must be a mapping")
+    kinds = [k for k in CHECK_KINDS if k in c]
+    if len(kinds) != 1:
+        _fail(path, where, f"needs exactly one of {', '.join(CHECK_KINDS)}")
+    kind = kinds[0]
+    tests = [k for k in ("below", "above", "within") if k in c]
+    if len(tests) != 1:
+        _fail(path, where, "needs exactly one of below, above, within")
+    unknown = set(c) - {kind, *tests, "quantity", "unit"}
+    if unknown:
+        _fail(path, where, f"unknown keys {sorted(unknown)}")
+    if not isinstance(c.get("quantity"), str):
+        _fail(path, where, "quantity must say in words what is computed")
+    bound = c[tests[0]]
+    if tests[0] == "within":
+        if not (isinstance(bound, list) and len(bound) == 2 and all(isinstance(b, (int, float)) for b in bound)
+                and bound[0] < bound[1]):
+            _fail(path, where, "within must be [low, high] with low < high")
+    elif not isinstance(bound, (int, float)):
+        _fail(path, where, f"{tests[0]} must be a number")
+    if kind in ("ratio", "difference"):
+        if not (isinstance(c[kind], list) and len(c[kind]) == 2):
+            _fail(path, where, f"{kind} must be [subject, reference]")
+        sels = tuple(_selector(path, where, s) for s in c[kind])
+    else:
+        sels = (_selector(path, where, c[kind]),)
+    return {"kind": kind, "selectors": sels, "test": tests[0], "bound": bound, "quantity": c["quantity"],
+            "unit": c.get("unit", "")}
+
+
+# ------------------------------------------------------------------ evaluation
+def _rows(tidy: pd.DataFrame, sel: dict) -> pd.DataFrame:
+    d = tidy
+    for k, v in sel.items():
+        if k == "at":
+            continue
+        d = d[d[k].map(str) == str(v)]
+    return d
+
+
+def _per_rep(tidy: pd.DataFrame, sel: dict) -> pd.Series:
+    """One value per round (rep) of the selected configuration."""
+    d = _rows(tidy, sel)
+    if d.empty:
+        return pd.Series(dtype=float)
+    at = sel.get("at")
+    if at == "smallest":
+        d = d[d["msg_bytes"] == d["msg_bytes"].min()]
+    elif at == "peak":
+        return d.groupby("rep")["value"].max()
+    elif at is not None:
+        d = d[d["msg_bytes"] == at]
+    if d.groupby("rep").size().max() > 1:
+        raise ClaimError(f"selector {sel} matches {d.groupby('rep').size().max()} rows per round "
+                         f"(configurations {sorted(d['run_id'].str.rsplit('/', n=1).str[0].unique())}); narrow it")
+    return d.groupby("rep")["value"].first()
+
+
+def _quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, str | None, set]:
+    """(values over rounds, why missing, virtualizations involved)."""
+    virt = set()
+    for sel in check["selectors"]:
+        virt |= set(_rows(tidy, sel)["virtualization"].astype(str))
+    if check["kind"] == "spread":
+        d = _rows(tidy, check["selectors"][0])
+        if check["selectors"][0].get("at") == "smallest":
+            d = d[d["msg_bytes"] == d["msg_bytes"].min()]
+        if d.empty:
+            return None, f"no rows for {check['selectors'][0]}", virt
+        key = d["run_id"].str.rsplit("/", n=1).str[0] + "|" + d["msg_bytes"].fillna(-1).map("{:g}".format)
+        g = d.groupby(key)["value"]
+        cv = (g.std(ddof=1) / g.mean()).dropna()
+        return (cv.to_numpy() if len(cv) else None), (None if len(cv) else "fewer than two rounds"), virt
+    series = [_per_rep(tidy, s) for s in check["selectors"]]
+    for s, sel in zip(series, check["selectors"]):
+        if s.empty:
+            return None, f"no rows for {sel}", virt
+    if check["kind"] == "value":
+        return series[0].to_numpy(dtype=float), None, virt
+    both = series[0].index.intersection(series[1].index)
+    if not len(both):
+        return None, "no round has both configurations", virt
+    a, b = series[0][both].to_numpy(dtype=float), series[1][both].to_numpy(dtype=float)
+    return (a / b if check["kind"] == "ratio" else a - b), None, virt
+
+
+def _decide(ci: dict, test: str, bound) -> str:
+    lo, hi = ci["ci_low"], ci["ci_high"]
+    if test == "below":
+        return "holds" if hi < bound else "does not hold" if lo >= bound else "inconclusive"
+    if test == "above":
+        return "holds" if lo > bound else "does not hold" if hi <= bound else "inconclusive"
+    a, b = bound
+    if a <= lo and hi <= b:
+        return "holds"
+    return "does not hold" if hi < a or lo > b else "inconclusive"
+
+
+def threshold_text(test: str, bound) -> str:
+    if test == "within":
+        return f"in [{_num(bound[0])}, {_num(bound[1])}]"
+    return f"{'<' if test == 'below' else '>'} {_num(bound)}"
+
+
+def _num(x: float) -> str:
+    if x == 0 or not np.isfinite(x):
+        return f"{x:g}"
+    return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.3e}"
+
+
+def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: float = 0.95) -> pd.DataFrame:
+    """The verdict table: one row per check (claims without checks: one row)."""
+    tidy = normalize_units(tidy).reset_index(drop=True)
+    rows = []
+    for c in claims:
+        base = {"campaign": campaign, "claim": c.id, "study": c.study, "statement": c.statement,
+                "reported": c.reported, "mapping": c.mapping}
+        if c.not_testable:
+            rows.append(dict(base, check=0, verdict="not testable", claim_verdict="not testable",
+                             reason=c.not_testable))
+            continue
+        part = []
+        for j, chk in enumerate(c.checks, 1):
+            values, missing, virt = _quantity(tidy, chk)
+            row = dict(base, check=j, quantity=chk["quantity"], unit=chk["unit"],
+                       threshold=threshold_text(chk["test"], chk["bound"]),
+                       tcg="qemu-tcg" in virt)
+            if values is None:
+                row.update(verdict="not tested", reason=f"not measured in this campaign: {missing}")
+            else:
+                ci = stats.median_ci(values, level)
+                one = ci["n"] < 2
+                row.update(n=ci["n"], median=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"],
+                           ci_level=ci["ci_level"],
+                           verdict="inconclusive" if one else _decide(ci, chk["test"], chk["bound"]),
+                           reason="one value: no confidence interval" if one else "")
+            part.append(row)
+        verdicts = {r["verdict"] for r in part}
+        overall = ("not tested" if "not tested" in verdicts else "does not hold" if "does not hold" in verdicts
+                   else "inconclusive" if "inconclusive" in verdicts else "holds")
+        for r in part:
+            r["claim_verdict"] = overall
+        rows.extend(part)
+    cols = ["campaign", "study", "claim", "check", "claim_verdict", "verdict", "quantity", "n", "median", "ci_low",
+            "ci_high", "ci_level", "unit", "threshold", "tcg", "statement", "reported", "mapping", "reason"]
+    df = pd.DataFrame(rows)
+    for col in cols:
+        if col not in df:
+            df[col] = np.nan
+    return df[cols]
+
+
+def counts(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Claims per study and verdict."""
+    per_claim = verdicts.drop_duplicates("claim")
+    t = pd.crosstab(per_claim["study"], per_claim["claim_verdict"])
+    return t.reindex(index=[s for s in STUDIES if s in t.index], columns=[v for v in VERDICTS if v in t.columns],
+                     fill_value=0)
+
+
+# ------------------------------------------------------------------ LaTeX
+def _tex(s: str) -> str:
+    s = str(s)
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
+                 ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
+        s = s.replace(a, b)
+    return (s.replace("µ", r"\textmu{}").replace("≈", r"$\approx$").replace("≥", r"$\geq$")
+            .replace("≤", r"$\leq$").replace("×", r"$\times$").replace("→", r"$\to$").replace("−", "-")
+            .replace("–", "--").replace("≪", r"$\ll$").replace("³", r"\textsuperscript{3}")
+            .replace("½", "1/2").replace("¼", "1/4").replace("±", r"$\pm$"))
+
+
+def macro_name(cid: str) -> str:
+    return cid.replace("-", "")
+
+
+def tex_macros(verdicts: pd.DataFrame) -> str:
+    """\\claimverdict{ID} and \\claimvalue{ID}{check} (median [CI]) for every claim."""
+    out = ["% Generated by hpcvirt.claims: the verdict of every claim.  Do not edit.\n",
+           "\\makeatletter\n"]
+    for cid, g in verdicts.groupby("claim", sort=False):
+        out.append(f"\\@namedef{{hvclaim@{cid}}}{{{g['claim_verdict'].iloc[0]}}}\n")
+        for _, r in g.iterrows():
+            if pd.notna(r.get("median")):
+                out.append(f"\\@namedef{{hvclaimval@{cid}@{int(r['check'])}}}{{{_num(r['median'])} "
+                           f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]{(' ' + _tex(r['unit'])) if r['unit'] else ''}}}\n")
+    counts_t = counts(verdicts)
+    for v in VERDICTS:
+        n = int(counts_t[v].sum()) if v in counts_t else 0
+        out.append(f"\\@namedef{{hvclaimcount@{v}}}{{{n}}}\n")
+    out.append(f"\\@namedef{{hvclaimcount@all}}{{{verdicts['claim'].nunique()}}}\n")
+    out.append("\\makeatother\n")
+    return "".join(out)
+
+
+def tex_table(verdicts: pd.DataFrame) -> str:
+    """A longtable: per study, every claim with its checks and verdict."""
+    names = {"exposito2012": "Exp\\'osito et al.", "nanos2010": "Nanos et al.", "atif2016": "Atif et al.",
+             "ramakrishnan2011": "Ramakrishnan et al.", "richter2015": "Richter et al."}
+    lines = ["% Generated by hpcvirt.claims.  Do not edit.\n",
+             "\\begin{longtable}{@{}p{0.07\\linewidth}p{0.43\\linewidth}p{0.33\\linewidth}p{0.11\\linewidth}@{}}\n",
+             "\\caption{Every claim of the five studies, checked on this campaign: the quantity we compute, its "
+             "median [CI] over the rounds, the threshold from the claim's verdict rule, and the verdict. "
+             "$\\dagger$: measured in guests under TCG software emulation (the numbers measure the emulator).}"
+             "\\label{tab:claims}\\\\\n",
+             "\\toprule claim & statement (reported) & check: median [CI] vs threshold & verdict \\\\ \\midrule\n"
+             "\\endfirsthead\n\\toprule claim & statement (reported) & check & verdict \\\\ \\midrule\n\\endhead\n"]
+    for study in STUDIES:
+        g = verdicts[verdicts["study"] == study]
+        if g.empty:
+            continue
+        lines.append(f"\\multicolumn{{4}}{{@{{}}l}}{{\\textbf{{{names[study]}}}}} \\\\\n")
+        for cid, c in g.groupby("claim", sort=False):
+            first = c.iloc[0]
+            if first["claim_verdict"] == "not testable":
+                check = f"\\emph{{{_tex(first['reason'])}}}"
+            else:
+                parts = []
+                for _, r in c.iterrows():
+                    if pd.notna(r["median"]):
+                        parts.append(f"{_tex(r['quantity'])}: {_num(r['median'])} [{_num(r['ci_low'])}, "
+                                     f"{_num(r['ci_high'])}]{(' ' + _tex(r['unit'])) if r['unit'] else ''} "
+                                     f"{_tex(r['threshold'])}{DAGGER if r['tcg'] else ''}: {r['verdict']}")
+                    else:
+                        parts.append(f"{_tex(r['quantity'])}: \\emph{{{_tex(r['reason'])}}}")
+                check = "; ".join(parts)
+            lines.append(f"{cid} & {_tex(first['statement'])} ({_tex(first['reported'])}) & {check} & "
+                         f"\\textbf{{{first['claim_verdict']}}} \\\\\n")
+        lines.append("\\midrule\n")
+    lines.append("\\bottomrule\n\\end{longtable}\n")
+    return "".join(lines)
+
+
+# ------------------------------------------------------------------ sentences
+DAGGER = "$^\\dagger$"
+SAYS_RE = re.compile(r"\\claimsays\{([A-Z]+-\d+)\}\{([^}]*)\}")
+
+
+def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame) -> list[str]:
+    """Every ``\\claimsays{ID}{verdict}`` of the paper's text against the
+    campaign's verdicts: one message per sentence that no longer matches
+    (file:line, the sentence, the claim, what the text says, what the data say)."""
+    by_claim = dict(zip(verdicts["claim"], verdicts["claim_verdict"]))
+    problems = []
+    for f in tex_files:
+        text = Path(f).read_text()
+        for m in SAYS_RE.finditer(text):
+            cid, said = m.group(1), m.group(2).strip()
+            line = text.count("\n", 0, m.start()) + 1
+            start = max(text.rfind(". ", 0, m.start()), text.rfind("\n\n", 0, m.start()))
+            end = text.find(". ", m.end())
+            sentence = " ".join(text[start + 1:end + 1 if end > 0 else None].split())
+            if said not in VERDICTS:
+                problems.append(f"{f}:{line}: \\claimsays{{{cid}}}{{{said}}}: '{said}' is not a verdict "
+                                f"({', '.join(VERDICTS)})")
+            elif cid not in by_claim:
+                problems.append(f"{f}:{line}: claim {cid} has no verdict (not in the claims file)")
+            elif by_claim[cid] != said:
+                problems.append(f"{f}:{line}: the sentence \"{sentence}\" says claim {cid} {said}, but this "
+                                f"campaign's verdict is '{by_claim[cid]}': rewrite the sentence")
+    return problems
