@@ -138,3 +138,116 @@ def test_the_paper_build_fails_on_a_flipped_claim(tmp_path):
     assert res.returncode != 0
     assert "claims.tex" in out and "claim EXP-13 holds" in out and "rewrite the sentence" in out
     assert not (work / "data/results" / CAMPAIGN / "claims.csv").exists()
+
+
+def test_a_claim_without_data_in_the_campaign_contradicts_no_sentence(tmp_path):
+    """A quick look measures little: its 'not tested' claims leave the text alone."""
+    tidy = archive_tidy()
+    tidy = tidy[tidy["testbed"] == "local"]
+    v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "quick")
+    assert v.loc[v["claim"] == "EXP-13", "claim_verdict"].iloc[0] == "not tested"
+    assert claims.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v) == []
+    text = tmp_path / "s.tex"
+    text.write_text("It \\claimsays{EXP-13}{hold}. And \\claimsays{XYZ-1}{holds}.\n")
+    problems = claims.check_sentences([text], v)
+    assert "'hold' is not a verdict" in problems[0] and "claim XYZ-1 has no verdict" in problems[1]
+
+
+# ------------------------------------------------------------------ one section per study
+def _study_inputs():
+    from hpcvirt import studies
+    from hpcvirt.reference import load_reference
+
+    ref = load_reference(ROOT / "data/reference")
+    testbeds = pd.read_csv(ROOT / "data/reference/testbeds.csv", dtype=str, keep_default_na=False)
+    figs = pd.read_csv(ROOT / "data/reference/figures_without_data.csv", dtype=str, keep_default_na=False)
+    rmap = studies.load_map(ROOT / "data/reference/reproduction.yaml", testbeds)
+    return studies, ref, testbeds, figs, rmap
+
+
+def test_every_reference_value_testbed_and_figure_is_in_its_study_section():
+    from hpcvirt.figures import FIGURES
+
+    studies, ref, testbeds, figs, rmap = _study_inputs()
+    verdicts = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(), CAMPAIGN)
+    available = {f.name for f in FIGURES}
+    assert len(ref) == 133
+    for study in claims.STUDIES:
+        tex = studies.study_tex(study, ref, testbeds, figs, verdicts, rmap, available)
+        for row_id in ref.loc[ref["study"] == study, "row_id"]:
+            assert f"\n{row_id.rsplit('-', 1)[-1]} & " in tex, row_id
+        for name in testbeds.loc[testbeds["study"] == study, "testbed_name_as_in_paper"]:
+            assert studies.latex_escape(name).replace("µ", "\\textmu{}") in tex, name
+        for fig, kind in studies.figures_of(study, ref, figs):
+            status, _ = studies.figure_status(study, fig, kind, rmap, available)
+            assert status in {"counterpart", "not reproduced", "schematic"}
+        for cid in verdicts.loc[verdicts["study"] == study, "claim"].unique():
+            assert f"\n{cid} & " in tex, cid
+    # units as the studies report them
+    assert studies.unit_of("latency_us") == ("latency", "µs")
+    assert studies.unit_of("bandwidth_MiBps") == ("bandwidth", "MiB/s")
+    assert studies.unit_of("efficiency_drop_pctpts") == ("efficiency drop", "points")
+    # a figure whose experiment is not in the campaign is listed as not reproduced, with why
+    assert studies.figure_status("exposito2012", "Fig. 6 (FT, CAG Native)", "data_plot", rmap, available)[0] == \
+        "not reproduced"
+    assert studies.figure_status("atif2016", "Fig. 1a", "data_plot", rmap, available - {"osu"}) == \
+        ("not reproduced", "osu not measured in this campaign")
+
+
+def test_a_map_that_misses_a_testbed_or_a_figure_is_refused(tmp_path):
+    studies, ref, testbeds, figs, rmap = _study_inputs()
+    bad = yaml.safe_load((ROOT / "data/reference/reproduction.yaml").read_text())
+    del bad["nanos2010"]["testbeds"]["IOV"]
+    path = tmp_path / "reproduction.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(studies.StudyError, match=r"reproduction.yaml: nanos2010.testbeds: .*missing \['IOV'\]"):
+        studies.load_map(path, testbeds)
+    del rmap["atif2016"]["figures"]["Fig. 2"]
+    with pytest.raises(studies.StudyError, match="atif2016 figure 'Fig. 2' .* has no entry"):
+        studies.figure_status("atif2016", "Fig. 2", "data_plot", rmap, set())
+
+
+def test_a_new_campaign_is_compared_with_the_archive():
+    """The previous archive (another host) as the 'new' campaign: headline
+    metrics both measured, CI overlap, and the claims whose verdict changed."""
+    from hpcvirt import compare
+
+    old = "local-20261123T120821Z"
+    new = pd.concat([pd.read_csv(p) for p in sorted((ROOT / "data/results" / old).glob("*/tidy.csv"))],
+                    ignore_index=True)
+    arch = archive_tidy()
+    m = compare.compare(new, arch)
+    assert len(m) > 40 and 0 < m["agree"].sum() < len(m)
+    row = m[(m.testbed == "local") & (m.benchmark == "netpipe") & (m.mpi == "openmpi") & (m.interconnect == "shm")
+            & (m.what == "latency at 8 B")].iloc[0]
+    assert row["archive_lo"] <= row["archive"] <= row["archive_hi"] and row["agree"] == (
+        row["archive_lo"] <= row["new_hi"] and row["new_lo"] <= row["archive_hi"])
+    entries = claims.load(CLAIMS, CLAIMS_MD)
+    vn, va = claims.evaluate(entries, new, old), claims.evaluate(entries, arch, CAMPAIGN)
+    tex = compare.tex(m, vn, va, old, CAMPAIGN)
+    assert f"Of {len(m)} headline metrics both campaigns measured, {int(m['agree'].sum())} agree." in tex
+    changed = [c for c in vn["claim"].unique()
+               if vn[vn.claim == c].claim_verdict.iloc[0] != va[va.claim == c].claim_verdict.iloc[0]]
+    for c in changed:
+        assert c in tex
+    assert compare.tex(m, va, va, CAMPAIGN, CAMPAIGN).startswith("% The campaign is the archived one")
+
+
+def test_an_ambiguous_selector_names_the_claim_and_the_configurations():
+    chk = {"kind": "value", "selectors": ({"testbed": "local", "benchmark": "npb-cg", "metric": "time"},),
+           "quantity": "q", "unit": "", "test": "below", "bound": 1}
+    with pytest.raises(claims.ClaimError, match=r"claim EXP-13, check 1: selector .* matches 3 configurations"):
+        claims.evaluate([claims.Claim("EXP-13", "exposito2012", "s", "r", "m", (chk,), None)], archive_tidy(), "c")
+
+
+def test_a_new_campaign_lists_the_sentences_it_contradicts():
+    from hpcvirt import compare
+
+    tidy = archive_tidy()
+    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-cg") & (tidy["metric"] == "mops_total")
+    tidy.loc[sel, "value"] *= 100
+    v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "mine")
+    problems = claims.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v)
+    tex = compare.tex(compare.compare(tidy, archive_tidy()), v, v, "mine", CAMPAIGN, problems)
+    assert "Sentences written for the archive" in tex
+    assert "claim EXP-13 holds, but this campaign's verdict is 'does not hold'" in tex

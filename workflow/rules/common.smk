@@ -5,9 +5,14 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import figures, matrix, progress, slurm
+from hpcvirt import claims, figures, matrix, progress, slurm
 from hpcvirt.benchmarks import REGISTRY
-from hpcvirt.config import ConfigError, check_campaign_testbeds, load_study
+from hpcvirt.config import (
+    ConfigError,
+    archived_campaign,
+    check_campaign_testbeds,
+    load_study,
+)
 
 try:
     STUDY, TESTBEDS = load_study(
@@ -71,6 +76,14 @@ def tidy_tables(wildcards):
 
 def paper_sections(wildcards):
     return sorted(str(p) for p in Path("paper/sections").glob("*.tex"))
+
+
+# The archived campaign (config/config.yaml), which a new campaign's paper compares itself with.
+ARCHIVE = archived_campaign() or CAMPAIGN
+
+
+def archive_tidy_tables(wildcards):
+    return sorted(str(p) for p in Path(f"data/results/{ARCHIVE}").glob("*/tidy.csv"))
 
 
 def paper_parts(wildcards):

@@ -61,11 +61,16 @@ rule reference_table:
 
 
 # The studies' claims (data/reference/claims.yaml) checked on the campaign,
-# and every \claimsays{ID}{verdict} of the text checked against the result.
+# every \claimsays{ID}{verdict} of the text checked against the result, and
+# one section per study (its testbeds, figures, values and claims).
 rule claims:
     input:
         claims="data/reference/claims.yaml",
         claims_md="data/reference/claims.md",
+        reference=expand("data/reference/{study}.csv", study=claims.STUDIES),
+        testbeds="data/reference/testbeds.csv",
+        figures="data/reference/figures_without_data.csv",
+        reproduction="data/reference/reproduction.yaml",
         tidy=expand(
             "data/results/{campaign}/{testbed}/tidy.csv",
             campaign=CAMPAIGN,
@@ -73,14 +78,21 @@ rule claims:
         ),
         sections=paper_sections,
         parts=paper_parts,
+        # the committed archive's tables, for "this campaign against the archive"
+        archive=archive_tidy_tables,
     output:
         verdicts=f"data/results/{CAMPAIGN}/claims.csv",
         macros="paper/generated/claims.tex",
         table="paper/generated/claims_table.tex",
+        per_study="paper/generated/per_study.tex",
+        vs_archive="paper/generated/vs_archive.tex",
     log:
         "logs/paper/claims.log",
     params:
         campaign=CAMPAIGN,
+        archive=ARCHIVE,
+        latency_bytes=STUDY["paper"]["latency_bytes"],
+        figures=[f.name for f in PAPER_FIGURES],
     script:
         "../scripts/claims.py"
 
@@ -100,6 +112,8 @@ rule paper:
         reference_table="paper/generated/reference_table.tex",
         claims="paper/generated/claims.tex",
         claims_table="paper/generated/claims_table.tex",
+        per_study="paper/generated/per_study.tex",
+        vs_archive="paper/generated/vs_archive.tex",
         figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),

@@ -1,0 +1,153 @@
+"""One section per study: its testbeds and ours, every value it reports, what
+became of each of its figures, and the verdicts of its claims.
+
+Inputs are data only: ``data/reference/*.csv`` (the studies' values, testbeds
+and figures), ``data/reference/reproduction.yaml`` (our counterpart of each
+testbed and figure, or why there is none) and the claims' verdicts of the
+campaign (hpcvirt.claims).  A testbed or a data figure of a study that the
+map does not cover is an error, so a study cannot silently lose a figure.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .claims import STUDIES, tex_table
+from .reference import latex_escape
+
+NAMES = {"exposito2012": "Exp\\'osito et al. (2012)", "nanos2010": "Nanos et al. (2010)",
+         "atif2016": "Atif et al. (2016)", "ramakrishnan2011": "Ramakrishnan et al. (2011)",
+         "richter2015": "Richter et al. (2015)"}
+CITE = {s: f"\\citet{{{s}}}" for s in STUDIES}
+# metric name suffix -> unit as the study reports it
+UNITS = {"_us": "µs", "_gbps": "Gbit/s", "_MiBps": "MiB/s", "_MBps": "MB/s", "_pct": "%", "_pctpts": "points",
+         "_s": "s", "_processes": "processes", "_cores": "cores", "_factor": "×", "_ratio": "×"}
+
+
+class StudyError(ValueError):
+    """A reproduction map that does not cover a study."""
+
+
+def load_map(path: str | Path, testbeds: pd.DataFrame) -> dict:
+    path = Path(path)
+    try:
+        m = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise StudyError(f"{path}: cannot read: {exc}") from None
+    if not isinstance(m, dict) or set(m) != set(STUDIES):
+        raise StudyError(f"{path}: top level must have exactly the studies {', '.join(STUDIES)}")
+    for study, entry in m.items():
+        if set(entry) != {"testbeds", "figures"}:
+            raise StudyError(f"{path}: {study}: needs exactly testbeds and figures")
+        want = set(testbeds.loc[testbeds["study"] == study, "testbed_id"])
+        if set(entry["testbeds"]) != want:
+            raise StudyError(f"{path}: {study}.testbeds: must name the testbeds of testbeds.csv: missing "
+                             f"{sorted(want - set(entry['testbeds']))}, unknown {sorted(set(entry['testbeds']) - want)}")
+        for fig, f in entry["figures"].items():
+            if not isinstance(f, dict) or len({"ours", "not"} & set(f)) != 1 or set(f) - {"ours", "not", "note"}:
+                raise StudyError(f"{path}: {study}.figures[{fig!r}]: needs ours (figure names) or not (the reason), "
+                                 "and an optional note")
+    return m
+
+
+def unit_of(metric: str) -> tuple[str, str]:
+    """(quantity, unit as reported) of a reference metric name such as latency_us."""
+    for suffix in sorted(UNITS, key=len, reverse=True):
+        if metric.endswith(suffix):
+            return metric[: -len(suffix)].replace("_", " "), UNITS[suffix]
+    return metric.replace("_", " "), ""
+
+
+def figures_of(study: str, ref: pd.DataFrame, figs: pd.DataFrame) -> list[tuple[str, str]]:
+    """(figure, kind) of the study: its figures without data and the figures
+    and tables its values come from."""
+    out = {r.figure: r.figure_type for r in figs[figs["study"] == study].itertuples()}
+    for f in ref.loc[ref["study"] == study, "figure_or_table"]:
+        base = re.sub(r"\s*\(col [^)]*\)$", "", f)
+        out.setdefault(base, "values in the table below")
+    return sorted(out.items())
+
+
+def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set[str]) -> tuple[str, str]:
+    rules = rmap[study]["figures"]
+    for key in sorted(rules, key=len, reverse=True):
+        if figure.startswith(key):
+            r = rules[key]
+            if "not" in r:
+                return "not reproduced", r["not"]
+            ours = [f for f in r["ours"] if f in available]
+            if not ours:
+                return "not reproduced", f"{', '.join(r['ours'])} not measured in this campaign"
+            refs = ", ".join(f"Fig.~\\ref{{fig:{f}}}" for f in ours)
+            return "counterpart", f"{refs}{(': ' + latex_escape(r['note'])) if r.get('note') else ''}"
+    if kind == "schematic":
+        return "schematic", "nothing to measure"
+    raise StudyError(f"reproduction map: {study} figure {figure!r} ({kind}) has no entry")
+
+
+def _value(r) -> str:
+    v = latex_escape(r["value"])
+    comp = {"~": "$\\approx$", "<": "$<$", ">": "$>$", "<=": "$\\leq$", ">=": "$\\geq$", "up to": "up to"}.get(
+        r["comparator"], latex_escape(r["comparator"]))
+    return f"{comp} {v}".strip()
+
+
+def _tex(s: str) -> str:
+    return latex_escape(s).replace("µ", "\\textmu{}").replace("×", "$\\times$")
+
+
+def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.DataFrame, verdicts: pd.DataFrame,
+              rmap: dict, available: set[str]) -> str:
+    """The LaTeX of one study's section."""
+    out = [f"% Generated by hpcvirt.studies for {study}.  Do not edit.\n",
+           f"\\subsection{{{NAMES[study]}}}\\label{{sec:study-{study}}}\n\n"]
+    # testbeds
+    tb = testbeds[testbeds["study"] == study]
+    out.append("\\begin{center}\\small\n\\begin{longtable}{@{}p{0.2\\linewidth}p{0.17\\linewidth}"
+               "p{0.12\\linewidth}p{0.43\\linewidth}@{}}\n"
+               f"\\caption{{{NAMES[study]}: its testbeds and the ones of this artifact that stand in for "
+               f"them.}}\\label{{tab:testbeds-{study}}}\\\\\n"
+               "\\toprule its testbed & virtualization & interconnect & our counterpart \\\\ \\midrule\n")
+    for r in tb.itertuples():
+        out.append(f"{_tex(r.testbed_name_as_in_paper)} & {_tex(r.virtualization)} & {_tex(r.interconnect)} & "
+                   f"{_tex(rmap[study]['testbeds'][r.testbed_id])} \\\\\n")
+    out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
+    # figures
+    out.append("\\begin{center}\\small\n\\begin{longtable}{@{}p{0.3\\linewidth}p{0.14\\linewidth}"
+               "p{0.5\\linewidth}@{}}\n"
+               f"\\caption{{{NAMES[study]}: its figures and tables, and what this paper shows of each.}}"
+               f"\\label{{tab:figures-{study}}}\\\\\n"
+               "\\toprule its figure or table & status & ours \\\\ \\midrule\n")
+    for fig, kind in figures_of(study, ref, figs):
+        status, text = figure_status(study, fig, kind, rmap, available)
+        out.append(f"{_tex(fig)} & {status} & {text} \\\\\n")
+    out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
+    # every value it reports
+    rows = ref[ref["study"] == study]
+    out.append("\\begin{center}\\scriptsize\n\\begin{longtable}{@{}p{0.1\\linewidth}p{0.13\\linewidth}"
+               "p{0.26\\linewidth}p{0.2\\linewidth}p{0.08\\linewidth}p{0.15\\linewidth}@{}}\n"
+               f"\\caption{{{NAMES[study]}: every value it reports ({len(rows)} rows of "
+               f"\\texttt{{data/reference/{study}.csv}}), with the unit it uses.}}\\label{{tab:values-{study}}}\\\\\n"
+               "\\toprule row & figure/table & testbed & quantity [unit] & size, procs & value \\\\ \\midrule\n"
+               "\\endfirsthead\n\\toprule row & figure/table & testbed & quantity [unit] & size, procs & value "
+               "\\\\ \\midrule\n\\endhead\n")
+    for _, r in rows.iterrows():
+        q, unit = unit_of(r["metric"])
+        where = ", ".join(x for x in (f"{r['message_size_bytes']} B" if r["message_size_bytes"] else "",
+                                      r["processes_or_cores"]) if x)
+        out.append(f"{_tex(r['row_id'].rsplit('-', 1)[-1])} & {_tex(r['figure_or_table'])} & {_tex(r['testbed'])} & "
+                   f"{_tex(q)}{(' [' + _tex(unit) + ']') if unit else ''} & {_tex(where)} & {_value(r)} \\\\\n")
+    out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
+    # its claims
+    out.append(tex_table(verdicts[verdicts["study"] == study], label=f"tab:claims-{study}",
+                         caption=f"{NAMES[study]}: its claims checked on this campaign."))
+    return "".join(out)
+
+
+def all_tex(ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.DataFrame, verdicts: pd.DataFrame, rmap: dict,
+            available: set[str]) -> str:
+    return "".join(study_tex(s, ref, testbeds, figs, verdicts, rmap, available) + "\\clearpage\n" for s in STUDIES)
