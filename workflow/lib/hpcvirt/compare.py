@@ -16,6 +16,7 @@ from . import stats
 from .analysis import normalize_units
 from .reference import latex_escape
 
+MICRO = "\\textmu{}s"
 CONFIG = ["testbed", "benchmark", "variant", "mpi", "interconnect", "ranks", "placement"]
 
 
@@ -62,19 +63,21 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
         return "% The campaign is the archived one: nothing to compare.\n"
     out = [f"\\section{{This Campaign Against the Archive}}\\label{{sec:vs-archive}}\n\n"
            f"This paper was built from campaign \\texttt{{{latex_escape(new)}}}. The committed archive, "
-           f"\\texttt{{{latex_escape(archive)}}}, was measured on another machine; this section says what of it "
-           "this campaign reproduced. Two medians agree when their confidence intervals overlap.\n\n"]
+           f"\\texttt{{{latex_escape(archive)}}}, was measured in another campaign, perhaps on another machine; "
+           "this section says what of it this campaign reproduced. Two medians agree when their confidence intervals overlap.\n\n"]
     if not metrics.empty:
         agree = int(metrics["agree"].sum())
         out.append(f"Of {len(metrics)} headline metrics both campaigns measured, {agree} agree.\n\n")
-        out.append("\\begin{center}\\scriptsize\n\\begin{longtable}{@{}llllllll@{}}\n"
+        out.append("\\begin{center}\\scriptsize\n\\begin{longtable}{@{}p{0.06\\linewidth}p{0.16\\linewidth}"
+                   "p{0.13\\linewidth}p{0.04\\linewidth}p{0.15\\linewidth}p{0.16\\linewidth}p{0.16\\linewidth}"
+                   "p{0.05\\linewidth}@{}}\n"
                    "\\caption{Headline metrics: the archive against this campaign (median [CI]).}"
                    "\\label{tab:vs-archive}\\\\\n\\toprule testbed & benchmark & MPI, path & ranks & metric & "
                    "archive & this campaign & agree \\\\ \\midrule\n\\endhead\n")
         for r in metrics.itertuples():
             out.append(f"{latex_escape(r.testbed)} & {latex_escape(r.benchmark)} {latex_escape(r.variant)} & "
                        f"{latex_escape(r.mpi)} {latex_escape(r.interconnect)} & {latex_escape(r.ranks)} & "
-                       f"{latex_escape(r.what)} [{latex_escape(r.unit)}] & {_n(r.archive)} [{_n(r.archive_lo)}, "
+                       f"{latex_escape(r.what)} [{MICRO if r.unit == 'us' else latex_escape(r.unit)}] & {_n(r.archive)} [{_n(r.archive_lo)}, "
                        f"{_n(r.archive_hi)}] & {_n(r.new)} [{_n(r.new_lo)}, {_n(r.new_hi)}] & "
                        f"{'yes' if r.agree else 'no'} \\\\\n")
         out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")

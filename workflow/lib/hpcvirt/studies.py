@@ -91,8 +91,8 @@ def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set
 
 def _value(r) -> str:
     v = latex_escape(r["value"])
-    comp = {"~": "$\\approx$", "<": "$<$", ">": "$>$", "<=": "$\\leq$", ">=": "$\\geq$", "up to": "up to"}.get(
-        r["comparator"], latex_escape(r["comparator"]))
+    comp = {"=": "", "~": "$\\approx$", "<": "$<$", ">": "$>$", "<=": "$\\leq$", ">=": "$\\geq$",
+            "up_to": "up to"}.get(r["comparator"], latex_escape(r["comparator"]))
     return f"{comp} {v}".strip()
 
 
