@@ -17,6 +17,7 @@ from .analysis import normalize_units
 from .reference import latex_escape
 
 MICRO = "\\textmu{}s"
+HEAD = "\\toprule testbed & benchmark & MPI, path & ranks & metric & archive & this campaign & agree \\\\ \\midrule\n"
 CONFIG = ["testbed", "benchmark", "variant", "mpi", "interconnect", "ranks", "placement"]
 
 
@@ -72,8 +73,7 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
                    "p{0.13\\linewidth}p{0.04\\linewidth}p{0.15\\linewidth}p{0.16\\linewidth}p{0.16\\linewidth}"
                    "p{0.05\\linewidth}@{}}\n"
                    "\\caption{Headline metrics: the archive against this campaign (median [CI]).}"
-                   "\\label{tab:vs-archive}\\\\\n\\toprule testbed & benchmark & MPI, path & ranks & metric & "
-                   "archive & this campaign & agree \\\\ \\midrule\n\\endhead\n")
+                   "\\label{tab:vs-archive}\\\\\n" + HEAD + "\\endfirsthead\n" + HEAD + "\\endhead\n")
         for r in metrics.itertuples():
             out.append(f"{latex_escape(r.testbed)} & {latex_escape(r.benchmark)} {latex_escape(r.variant)} & "
                        f"{latex_escape(r.mpi)} {latex_escape(r.interconnect)} & {latex_escape(r.ranks)} & "

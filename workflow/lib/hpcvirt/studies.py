@@ -82,7 +82,7 @@ def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set
             ours = [f for f in r["ours"] if f in available]
             if not ours:
                 return "not reproduced", f"{', '.join(r['ours'])} not measured in this campaign"
-            refs = ", ".join(f"Fig.~\\ref{{fig:{f}}}" for f in ours)
+            refs = ", ".join(f"\\hvfigref{{{f}}}" for f in ours)
             return "counterpart", f"{refs}{(': ' + latex_escape(r['note'])) if r.get('note') else ''}"
     if kind == "schematic":
         return "schematic", "nothing to measure"
