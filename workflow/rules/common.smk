@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import claims, figures, matrix, progress, slurm
+from hpcvirt import claims, figures, matrix, progress, redraw, slurm
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import (
     ConfigError,
@@ -168,6 +168,22 @@ def figure_pdf(name):
         caption="../report/figure.rst",
         category="Figures",
         labels=lambda wildcards, input: figures.report_labels(name, list(input)),
+    )
+
+
+# The studies' figures redrawn with their reported values (hpcvirt.redraw).
+try:
+    STUDY_FIGURES = redraw.pdf_names("data/reference")
+except (redraw.RedrawError, OSError) as exc:
+    raise WorkflowError(str(exc)) from None
+
+
+def study_figure_pdf(name):
+    return report(
+        f"paper/figures/{name}.pdf",
+        caption="../report/study-figure.rst",
+        category="Studies redrawn",
+        labels={"figure": name},
     )
 
 

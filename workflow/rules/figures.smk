@@ -119,3 +119,24 @@ rule figure_commprof:
         what=FIGURE_WHAT["commprof"],
     notebook:
         "../../notebooks/08-commprof.ipynb"
+
+
+# The studies' own figures redrawn with the values they report beside this
+# campaign's (the redraw declarations of data/reference/reproduction.yaml,
+# hpcvirt.redraw): one job draws them all, from the tidy tables only.
+rule study_figures:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+        reference=expand("data/reference/{study}.csv", study=claims.STUDIES),
+        reproduction="data/reference/reproduction.yaml",
+    output:
+        [study_figure_pdf(name) for name in STUDY_FIGURES],
+    log:
+        "logs/figures/study_figures.log",
+    script:
+        "../scripts/redraw.py"

@@ -115,6 +115,7 @@ rule paper:
         per_study="paper/generated/per_study.tex",
         vs_archive="paper/generated/vs_archive.tex",
         figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
+        study_figures=[f"paper/figures/{name}.pdf" for name in STUDY_FIGURES],
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
     log:

@@ -34,7 +34,7 @@ with open(snakemake.log[0], "w") as log:
     testbeds = pd.read_csv(snakemake.input.testbeds, dtype=str, keep_default_na=False)
     figs = pd.read_csv(snakemake.input.figures, dtype=str, keep_default_na=False)
     rmap = studies.load_map(snakemake.input.reproduction, testbeds)
-    per_study = studies.all_tex(ref, testbeds, figs, verdicts, rmap, set(snakemake.params.figures))
+    per_study = studies.all_tex(ref, testbeds, figs, verdicts, rmap, set(snakemake.params.figures), tidy)
     if campaign != archive and snakemake.input.archive:
         archived = pd.concat([pd.read_csv(p) for p in snakemake.input.archive], ignore_index=True)
         metrics = compare.compare(tidy, archived, int(snakemake.params.latency_bytes))

@@ -1,0 +1,151 @@
+"""The studies' figures redrawn with their reported values (hpcvirt.redraw):
+the declarations, the numbers drawn, and the figures in the per-study
+sections."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hpcvirt import claims, redraw, studies
+from hpcvirt.config import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+REFDIR = ROOT / "data/reference"
+CAMPAIGN = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")[0]["campaign"]
+
+
+@pytest.fixture(scope="module")
+def archive():
+    tidy = pd.concat([pd.read_csv(p) for p in sorted((ROOT / "data/results" / CAMPAIGN).glob("*/tidy.csv"))],
+                     ignore_index=True)
+    summary = pd.read_csv(ROOT / "data/results" / CAMPAIGN / "summary.csv", keep_default_na=False, na_values=[""])
+    return tidy, summary
+
+
+def _drawing(name):
+    ref, ds = redraw.load(REFDIR)
+    return ref, next((s, f, d) for s, f, d in ds if d["name"] == name)
+
+
+def test_the_shipped_redraws_are_valid_and_named_once():
+    ref, ds = redraw.load(REFDIR)
+    names = [redraw.pdf_name(s, d) for s, _, d in ds]
+    assert len(names) == len(set(names)) >= 5
+    assert {"study-exposito2012-fig4", "study-exposito2012-fig5", "study-nanos2010-netperf",
+            "study-nanos2010-iperf", "study-nanos2010-placement"} <= set(names)
+    assert redraw.pdf_names(REFDIR) == names
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d.update(layout="pie"), r"\[0\]: layout must be one of sweep, bars"),
+    (lambda d: d.update(name="Fig 4"), r"\[0\]: name must match"),
+    (lambda d: d["rows"][0].update(reference=["Fig. 9 top"]), r"\[0\].rows\[0\].reference: no value of exposito2012 "
+                                                               r"comes from 'Fig. 9 top'"),
+    (lambda d: d["rows"][0]["ours"].update(colour="red"), r"\[0\].rows\[0\].ours: unknown keys \['colour'\]"),
+    (lambda d: d.update(benchmarks=["hpl"]), r"\[0\].benchmarks: unknown \['hpl'\]"),
+    (lambda d: d.pop("title"), r"\[0\]: title must say what is drawn"),
+])
+def test_a_bad_sweep_names_the_file_figure_and_key(tmp_path, mutate, needle):
+    rmap = yaml.safe_load((REFDIR / "reproduction.yaml").read_text())
+    mutate(rmap["exposito2012"]["figures"]["Fig. 4"]["redraw"][0])
+    with pytest.raises(redraw.RedrawError, match=r"reproduction.yaml: exposito2012.figures\['Fig. 4'\].redraw: "
+                                                 + needle):
+        redraw.drawings(rmap, redraw.load(REFDIR)[0], "reproduction.yaml")
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d.update(unit="furlongs"), r"unit: 'furlongs'; allowed: "),
+    (lambda d: d["groups"][0].update(reference=["nanos2010-999"]), r"'nanos2010-999' is not a row of nanos2010"),
+    (lambda d: d["groups"][0]["ours"][0].pop("metric"), r"groups\[0\].ours\[0\]: needs metric"),
+    (lambda d: d["groups"][0]["ours"][0].pop("label"), r"groups\[0\].ours\[0\]: needs a label"),
+])
+def test_a_bad_bar_drawing_names_the_file_figure_and_key(mutate, needle):
+    rmap = yaml.safe_load((REFDIR / "reproduction.yaml").read_text())
+    mutate(rmap["nanos2010"]["figures"]["Netperf table"]["redraw"][0])
+    with pytest.raises(redraw.RedrawError, match=needle):
+        redraw.drawings(rmap, redraw.load(REFDIR)[0], "reproduction.yaml")
+
+
+def test_bars_show_the_reported_value_and_our_median_in_the_studys_unit(archive):
+    tidy, _ = archive
+    ref, (study, _, d) = _drawing("netperf")
+    bars = redraw.bar_values(tidy, ref, d)
+    reported = bars[bars["source"] == "reported"].set_index("group")["value"]
+    csv = pd.read_csv(REFDIR / "nanos2010.csv").set_index("row_id")["value"]
+    assert reported.tolist() == [csv["nanos2010-001"], csv["nanos2010-006"], csv["nanos2010-011"]]
+    # ours: qperf's peak over sizes per round (Gbit/s in the tidy rows after unit normalisation), in MiB/s
+    q = tidy[(tidy["testbed"] == "bridge") & (tidy["benchmark"] == "qperf") & (tidy["variant"] == "tcp_bw")]
+    factor = {"Gbit/s": 1.0, "Mbit/s": 1e-3, "GB/s": 8.0, "MB/s": 8e-3}[q["unit"].iloc[0]]
+    peaks = q.groupby("rep")["value"].max() * factor * 1e9 / 8 / 2**20
+    ours = bars[(bars["source"] == "ours")].iloc[0]
+    assert ours["value"] == pytest.approx(peaks.median())
+    assert ours["ci_low"] <= ours["value"] <= ours["ci_high"]
+    assert ours["n"] == len(peaks)
+    vm = bars[(bars["source"] == "ours")].iloc[1]
+    assert vm["tcg"] and not ours["tcg"]
+
+
+def test_placement_bars_are_the_share_of_messages_in_percent(archive):
+    tidy, _ = archive
+    ref, (_, _, d) = _drawing("placement")
+    bars = redraw.bar_values(tidy, ref, d)
+    ours = bars[bars["source"] == "ours"].set_index(["group", "label"])["value"]
+    assert ours[("inter-node", "two namespaces (bridge)")] == pytest.approx(100.0)
+    assert ours[("intra-node", "two QEMU guests")] == pytest.approx(0.0)
+    assert ours[("hybrid (ours: mixed)", "two namespaces (bridge)")] == pytest.approx(100 / 3)
+
+
+def test_sweep_reference_lines_keep_ranges_and_comparators():
+    ref, (study, _, d) = _drawing("fig4")
+    lines = redraw.reference_lines(ref, study, d["rows"][0]["reference"]).set_index(["metric", "what"])
+    assert tuple(lines.loc[("latency", "MPICH2+OpenMPI-tcp"), ["low", "high"]]) == (55.0, 60.0)
+    assert lines.loc[("bandwidth", "Hpcbench-TCP"), "comparator"] == "up_to"
+    assert lines.loc[("bandwidth", "Hpcbench-TCP"), "high"] == 5.5
+
+
+def test_a_campaign_without_guests_draws_the_reported_values_and_says_not_measured(archive, tmp_path):
+    tidy, summary = archive
+    ref, (study, _, d) = _drawing("fig5")
+    native = summary[summary["testbed"] != "vm"]
+    assert redraw.sweep_rows(native, d["rows"][0]["ours"], d["benchmarks"]).empty
+    pdf = tmp_path / "fig5.pdf"
+    assert redraw.draw(d, study, native, tidy[tidy["testbed"] != "vm"], ref, pdf) is False
+    text = subprocess.run(["pdftotext", pdf, "-"], capture_output=True, text=True, check=True).stdout
+    assert "not measured in this campaign" in text
+    assert "reported, MPICH2+OpenMPI-sm" in text
+    ref, (study, _, d) = _drawing("netperf")
+    pdf = tmp_path / "netperf.pdf"
+    assert redraw.draw(d, study, native, tidy[tidy["testbed"] != "vm"], ref, pdf) is False
+    text = subprocess.run(["pdftotext", pdf, "-"], capture_output=True, text=True, check=True).stdout
+    assert "not\nmeasured" in text and "TCG" not in text
+
+
+def test_every_redraw_is_a_figure_of_its_study_section_with_the_tcg_warning(archive):
+    from hpcvirt.figures import FIGURES
+    from hpcvirt.reference import load_reference
+
+    tidy, _ = archive
+    ref = load_reference(REFDIR)
+    testbeds = pd.read_csv(REFDIR / "testbeds.csv", dtype=str, keep_default_na=False)
+    figs = pd.read_csv(REFDIR / "figures_without_data.csv", dtype=str, keep_default_na=False)
+    rmap = studies.load_map(REFDIR / "reproduction.yaml", testbeds)
+    verdicts = claims.evaluate(claims.load(REFDIR / "claims.yaml"), tidy, CAMPAIGN)
+    available = {f.name for f in FIGURES}
+    for study, fig, d in redraw.load(REFDIR)[1]:
+        tex = studies.study_tex(study, ref, testbeds, figs, verdicts, rmap, available, tidy)
+        name = redraw.pdf_name(study, d)
+        block = re.search(r"\\includegraphics\[width=\\linewidth\]\{" + name + r"\.pdf\}\n\\caption\{(.*?)\}"
+                          r"\\label\{fig:" + name + r"\}", tex, re.S)
+        assert block, name
+        assert "TCG software emulation" in block.group(1)  # every redraw shows our guests
+        assert f"make figure FIGURE={name}" in block.group(1)
+        status, text = studies.figure_status(study, fig, "data_plot", rmap, available)
+        assert status == "redrawn" and f"\\ref{{fig:{name}}}" in text
+    # a figure without redraw stays a counterpart
+    assert studies.figure_status("atif2016", "Fig. 1a", "data_plot", rmap, available)[0] == "counterpart"

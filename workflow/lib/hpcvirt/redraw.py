@@ -1,0 +1,354 @@
+"""The studies' figures redrawn: the values a study reports beside this
+campaign's measurements of the same thing.
+
+A figure entry of ``data/reference/reproduction.yaml`` may carry ``redraw``,
+a list of drawings (each becomes ``paper/figures/study-<study>-<name>.pdf``)
+in one of two layouts::
+
+    redraw:
+      - name: fig4                      # [a-z0-9-]+
+        layout: sweep                   # latency and bandwidth over the message size
+        title: network ping-pong
+        rows:                           # one row of two panels per testbed pair
+          - title: "EC2 (Xen HVM) | two QEMU guests"
+            reference: ["Fig. 4 top"]   # figure_or_table values of the study's CSV
+            ours: {testbed: vm, interconnect: tcp}   # a selector of tidy columns (no metric)
+        benchmarks: [netpipe, imb, qperf]
+      - name: netperf
+        layout: bars                    # one value per bar, in the unit the study reports
+        title: raw TCP bandwidth
+        unit: MiB/s
+        groups:
+          - label: native
+            reference: [nanos2010-001]  # row_ids
+            ours: [{label: bridge, testbed: bridge, benchmark: qperf, variant: tcp_bw, metric: bandwidth, at: peak}]
+
+Reported values are drawn as grey dashed lines or hatched bars and say
+"reported"; ours are medians over the campaign's rounds with their
+order-statistic CIs (a ``bars`` selector has the ``at`` of hpcvirt.claims).
+Inputs are tables only: the campaign's tidy rows and the study's CSV.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+from .analysis import normalize_units
+from .claims import SELECT_KEYS, ClaimError, _per_rep
+
+LAYOUTS = ("sweep", "bars")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+SWEEP_METRICS = {"latency": ("latency_us", "µs"), "bandwidth": ("bandwidth_gbps", "Gbit/s")}
+SWEEP_BENCHMARKS = ("netpipe", "imb", "qperf", "osu_latency", "osu_bw")
+# (our unit, the study's unit) -> factor
+CONVERT = {("Gbit/s", "Gbit/s"): 1.0, ("Gbit/s", "MiB/s"): 1e9 / 8 / 2**20, ("Gbit/s", "MB/s"): 1e9 / 8 / 1e6,
+           ("us", "µs"): 1.0, ("fraction", "%"): 100.0, ("s", "s"): 1.0, ("Mop/s", "Mop/s"): 1.0}
+
+
+class RedrawError(ValueError):
+    """A redraw declaration that cannot be drawn."""
+
+
+def validate(path, study: str, figure: str, spec, ref: pd.DataFrame) -> list[dict]:
+    """The drawings of one figure entry, checked against the study's values."""
+    where = f"{path}: {study}.figures[{figure!r}].redraw"
+
+    def fail(msg):
+        raise RedrawError(f"{where}: {msg}")
+
+    if not isinstance(spec, list) or not spec:
+        fail("must be a list of drawings")
+    rows = ref[ref["study"] == study]
+    out = []
+    for i, d in enumerate(spec):
+        w = f"[{i}]"
+        if not isinstance(d, dict) or d.get("layout") not in LAYOUTS:
+            fail(f"{w}: layout must be one of {', '.join(LAYOUTS)}")
+        if not isinstance(d.get("name"), str) or not NAME_RE.match(d["name"]):
+            fail(f"{w}: name must match {NAME_RE.pattern}")
+        if not isinstance(d.get("title"), str):
+            fail(f"{w}: title must say what is drawn")
+        keys = {"sweep": {"name", "layout", "title", "rows", "benchmarks"},
+                "bars": {"name", "layout", "title", "unit", "groups"}}[d["layout"]]
+        if set(d) != keys:
+            fail(f"{w}: a {d['layout']} drawing needs exactly {', '.join(sorted(keys))}")
+        if d["layout"] == "sweep":
+            bad = set(d["benchmarks"]) - set(SWEEP_BENCHMARKS)
+            if bad:
+                fail(f"{w}.benchmarks: unknown {sorted(bad)}; allowed: {', '.join(SWEEP_BENCHMARKS)}")
+            for j, r in enumerate(d["rows"]):
+                if set(r) != {"title", "reference", "ours"}:
+                    fail(f"{w}.rows[{j}]: needs exactly title, reference, ours")
+                _selector(fail, f"{w}.rows[{j}].ours", r["ours"], metric=False)
+                for f in r["reference"]:
+                    if not (rows["figure_or_table"] == f).any():
+                        fail(f"{w}.rows[{j}].reference: no value of {study} comes from {f!r}")
+        else:
+            if not any(u == d["unit"] for _, u in CONVERT):
+                fail(f"{w}.unit: {d['unit']!r}; allowed: {', '.join(sorted({u for _, u in CONVERT}))}")
+            for j, g in enumerate(d["groups"]):
+                if set(g) != {"label", "reference", "ours"}:
+                    fail(f"{w}.groups[{j}]: needs exactly label, reference, ours")
+                for rid in g["reference"]:
+                    if not (rows["row_id"] == rid).any():
+                        fail(f"{w}.groups[{j}].reference: {rid!r} is not a row of {study}")
+                for k, s in enumerate(g["ours"]):
+                    if not isinstance(s, dict) or not isinstance(s.get("label"), str):
+                        fail(f"{w}.groups[{j}].ours[{k}]: needs a label")
+                    _selector(fail, f"{w}.groups[{j}].ours[{k}]", {x: v for x, v in s.items() if x != "label"},
+                              metric=True)
+        out.append(d)
+    return out
+
+
+def _selector(fail, where, sel, metric: bool):
+    if not isinstance(sel, dict):
+        fail(f"{where}: must be a mapping of tidy columns")
+    allowed = SELECT_KEYS if metric else SELECT_KEYS - {"metric", "at"}
+    bad = set(sel) - allowed
+    if bad:
+        fail(f"{where}: unknown keys {sorted(bad)}; allowed: {', '.join(sorted(allowed))}")
+    if metric and "metric" not in sel:
+        fail(f"{where}: needs metric")
+
+
+def drawings(rmap: dict, ref: pd.DataFrame, path="reproduction.yaml") -> list[tuple[str, str, dict]]:
+    """(study, figure key, drawing) of every redraw of the map, validated."""
+    out = []
+    for study, entry in rmap.items():
+        for fig, f in entry["figures"].items():
+            for d in validate(path, study, fig, f["redraw"], ref) if "redraw" in f else ():
+                out.append((study, fig, d))
+    return out
+
+
+def pdf_name(study: str, drawing: dict) -> str:
+    return f"study-{study}-{drawing['name']}"
+
+
+def load(directory) -> tuple[pd.DataFrame, list[tuple[str, str, dict]]]:
+    """The studies' values and every redraw of ``<directory>/reproduction.yaml``."""
+    import yaml
+
+    from .reference import load_reference
+
+    path = Path(directory) / "reproduction.yaml"
+    try:
+        rmap = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise RedrawError(f"{path}: cannot read: {exc}") from None
+    ref = load_reference(directory)
+    return ref, drawings(rmap, ref, path)
+
+
+def pdf_names(directory) -> list[str]:
+    return [pdf_name(s, d) for s, _, d in load(directory)[1]]
+
+
+# ------------------------------------------------------------------ data
+def uses_tcg(drawing: dict, tidy: pd.DataFrame) -> bool:
+    """Whether the campaign's rows this drawing shows include guests under TCG."""
+    sels = ([r["ours"] for r in drawing["rows"]] if drawing["layout"] == "sweep" else
+            [{k: v for k, v in s.items() if k not in ("label", "at")} for g in drawing["groups"] for s in g["ours"]])
+    return any(_match(tidy, s)["virtualization"].astype(str).str.contains("qemu-tcg").any() for s in sels)
+
+
+def _match(df: pd.DataFrame, sel: dict) -> pd.DataFrame:
+    for k, v in sel.items():
+        df = df[df[k].map(str) == str(v)]
+    return df
+
+
+def sweep_rows(summary: pd.DataFrame, ours: dict, benchmarks) -> pd.DataFrame:
+    """Our curves of one sweep row: median and CI per size, series and metric."""
+    d = _match(summary, ours)
+    d = d[d["benchmark"].isin(benchmarks) & d["metric"].isin(["latency", "latency_avg", "bandwidth"])].copy()
+    d["metric"] = d["metric"].replace({"latency_avg": "latency"})
+    d["series"] = [("qperf raw TCP" if b == "qperf" else f"{b} {m}") + (f" ({i})" if len(set(d["interconnect"])) > 1
+                                                                        else "")
+                   for b, m, i in zip(d["benchmark"], d["mpi"], d["interconnect"])]
+    return d.sort_values(["series", "msg_bytes"])
+
+
+def reference_lines(ref: pd.DataFrame, study: str, figures) -> pd.DataFrame:
+    """The study's values of these figures that a sweep draws: one row per
+    (what, metric), with low/high (equal unless the study gives a range)."""
+    d = ref[(ref["study"] == study) & ref["figure_or_table"].isin(figures)]
+    rows = []
+    for metric, (name, unit) in SWEEP_METRICS.items():
+        m = d[d["metric"] == name]
+        for what, g in m.groupby("transport_middleware", sort=False):
+            vals = g["value"].astype(float)
+            kinds = set(g["value_kind"])
+            comp = "" if "approximate_range_low" in kinds else g["comparator"].iloc[0]
+            rows.append({"metric": metric, "unit": unit, "what": what, "low": vals.min(), "high": vals.max(),
+                         "comparator": comp, "rows": ", ".join(g["row_id"])})
+    return pd.DataFrame(rows, columns=["metric", "unit", "what", "low", "high", "comparator", "rows"])
+
+
+def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: float = 0.95) -> pd.DataFrame:
+    """One row per bar: group, label, reported or ours, value (and CI), in the drawing's unit."""
+    tidy = normalize_units(tidy).reset_index(drop=True)
+    unit = drawing["unit"]
+    out = []
+    for g in drawing["groups"]:
+        for rid in g["reference"]:
+            r = ref[ref["row_id"] == rid].iloc[0]
+            out.append({"group": g["label"], "label": f"reported: {r['testbed']}", "source": "reported",
+                        "value": float(r["value"]), "ci_low": np.nan, "ci_high": np.nan, "n": np.nan,
+                        "comparator": r["comparator"], "tcg": False, "missing": ""})
+        for s in g["ours"]:
+            sel = {k: v for k, v in s.items() if k != "label"}
+            try:
+                per_rep = _per_rep(tidy, sel)
+            except ClaimError as exc:
+                raise RedrawError(f"{drawing['name']}: {exc}") from None
+            base = {"group": g["label"], "label": s["label"], "source": "ours", "comparator": "="}
+            if per_rep.empty:
+                out.append(dict(base, value=np.nan, ci_low=np.nan, ci_high=np.nan, n=0, tcg=False,
+                                missing="not measured in this campaign"))
+                continue
+            rows = _match(tidy, {k: v for k, v in sel.items() if k != "at"})
+            ours_unit = rows["unit"].iloc[0]
+            factor = CONVERT.get((ours_unit, unit))
+            if factor is None:
+                raise RedrawError(f"{drawing['name']}: {s['label']}: our unit {ours_unit} cannot be shown in {unit}")
+            ci = stats.median_ci(per_rep.to_numpy(dtype=float) * factor, level)
+            out.append(dict(base, value=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"], n=ci["n"],
+                            tcg=rows["virtualization"].astype(str).str.contains("qemu-tcg").any(), missing=""))
+    return pd.DataFrame(out)
+
+
+# ------------------------------------------------------------------ drawing
+REF_COLOR = "0.35"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, row: dict, benchmarks, palette):
+    ours = sweep_rows(summary, row["ours"], benchmarks)
+    lines = reference_lines(ref, study, row["reference"])
+    tcg = ours["virtualization"].astype(str).str.contains("qemu-tcg").any() if len(ours) else False
+    for ax, metric in zip(ax_pair, SWEEP_METRICS):
+        unit = SWEEP_METRICS[metric][1]
+        d = ours[ours["metric"] == metric]
+        for series, s in d.groupby("series", sort=True):
+            c = palette[series]
+            if s["msg_bytes"].nunique() > 1 and not series.startswith("qperf"):
+                ax.plot(s["msg_bytes"], s["median"], color=c, lw=1.1, label=series)
+                ax.fill_between(s["msg_bytes"], s["ci_low"], s["ci_high"], color=c, alpha=0.2, lw=0)
+            else:
+                ax.errorbar(s["msg_bytes"], s["median"], yerr=[s["median"] - s["ci_low"], s["ci_high"] - s["median"]],
+                            fmt="o", ms=3, color=c, lw=0.8, label=series)
+        if d.empty:
+            ax.text(0.5, 0.5, "not measured in this campaign", transform=ax.transAxes, ha="center", fontsize=7)
+        ls = lines[lines["metric"] == metric]
+        styles = ["--", ":", "-.", (0, (5, 1, 1, 1))]
+        ref_handles = []
+        for k, (_, r) in enumerate(ls.iterrows()):
+            comp = {"~": "≈ ", "<": "< ", "up_to": "up to ", ">=": "≥ ", "=": ""}.get(r["comparator"], "")
+            val = f"{_fmt(r['low'])}–{_fmt(r['high'])}" if r["high"] > r["low"] else _fmt(r["low"])
+            label = f"reported, {r['what']}: {comp}{val} {unit}"
+            if r["high"] > r["low"]:
+                ref_handles.append(ax.axhspan(r["low"], r["high"], facecolor="0.6", alpha=0.35, hatch="////",
+                                              edgecolor=REF_COLOR, lw=0, label=label))
+            else:
+                ref_handles.append(ax.axhline(r["low"], color=REF_COLOR, ls=styles[k % len(styles)], lw=1.0,
+                                              label=label))
+        if ref_handles:
+            ax.add_artist(ax.legend(handles=ref_handles, fontsize=5, loc="upper left" if metric == "latency"
+                                    else "lower right", framealpha=0.85))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size [bytes]")
+        ax.set_ylabel(f"{metric} [{unit}]")
+    title = row["title"] + ("\nTCG: our guest numbers measure the emulator, not a hypervisor" if tcg else "")
+    return title, tcg
+
+
+def draw(drawing: dict, study: str, summary: pd.DataFrame, tidy: pd.DataFrame, ref: pd.DataFrame, pdf_path):
+    """Draw one redraw declaration to pdf_path; returns whether guests under TCG are in it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    matplotlib.rcParams["pdf.fonttype"] = 42
+    sns.set_theme(context="paper", style="whitegrid")
+    summary = summary.copy()
+    summary["variant"] = summary["variant"].fillna("")
+    if drawing["layout"] == "sweep":
+        n = len(drawing["rows"])
+        fig = plt.figure(figsize=(7.0, 2.6 * n + 0.5), layout="constrained")
+        subfigs = fig.subfigures(n, 1, squeeze=False)[:, 0]
+        series = sorted(set().union(*(set(sweep_rows(summary, r["ours"], drawing["benchmarks"])["series"])
+                                      for r in drawing["rows"])))
+        palette = dict(zip(series, sns.color_palette("colorblind", max(1, len(series)))))
+        tcg_any, handles = False, {}
+        for sub, row in zip(subfigs, drawing["rows"]):
+            ax_pair = sub.subplots(1, 2)
+            title, tcg = draw_sweep(ax_pair, summary, ref, study, row, drawing["benchmarks"], palette)
+            tcg_any |= tcg
+            sub.suptitle(title, fontsize=7.5)
+            for ax in ax_pair:
+                for h, lab in zip(*ax.get_legend_handles_labels()):
+                    if not lab.startswith("reported"):
+                        handles.setdefault(lab, h)
+        if handles:
+            fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(5, len(handles)),
+                       fontsize=6.5, title="this campaign: median over its rounds, shaded: CI (grey: reported "
+                       "by the study)", title_fontsize=6.5)
+    else:
+        bars = bar_values(tidy, ref, drawing)
+        tcg_any = bool(bars["tcg"].any())
+        groups = list(dict.fromkeys(bars["group"]))
+        fig, ax = plt.subplots(figsize=(7.0, 2.9), constrained_layout=True)
+        ours_labels = list(dict.fromkeys(bars.loc[bars["source"] == "ours", "label"]))
+        palette = dict(zip(ours_labels, sns.color_palette("colorblind", max(1, len(ours_labels)))))
+        ticks, ticklabels, seen = [], [], set()
+        x = 0.0
+        for g in groups:
+            b = bars[bars["group"] == g]
+            start = x
+            for _, r in b.iterrows():
+                if r["source"] == "reported":
+                    ax.bar(x, r["value"], 0.8, color="white", edgecolor=REF_COLOR, hatch="///",
+                           label="reported by the study" if "rep" not in seen else None)
+                    seen.add("rep")
+                    text = ({"~": "≈", "<": "<", "up_to": "≤", ">": ">"}.get(r["comparator"], "") + _fmt(r["value"]))
+                elif r["missing"]:
+                    ax.text(x, 0, "not\nmeasured", ha="center", va="bottom", fontsize=5.5, color="0.3")
+                    text = ""
+                else:
+                    c = palette[r["label"]]
+                    ax.bar(x, r["value"], 0.8, color=c, label=f"ours: {r['label']}" if r["label"] not in seen else None)
+                    seen.add(r["label"])
+                    ax.errorbar(x, r["value"], yerr=[[r["value"] - r["ci_low"]], [r["ci_high"] - r["value"]]],
+                                color="black", lw=0.8, capsize=2)
+                    text = _fmt(r["value"])
+                if text:
+                    top = r["ci_high"] if r["source"] == "ours" else r["value"]
+                    ax.annotate(text, (x, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                                fontsize=5.5)
+                x += 1
+            ticks.append((start + x - 1) / 2)
+            ticklabels.append(g)
+            x += 0.8
+        ax.set_xticks(ticks, ticklabels, fontsize=7)
+        ax.set_ylabel(f"[{drawing['unit']}]")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="ours: this campaign's\nmedian and CI",
+                  title_fontsize=6)
+        ax.margins(y=0.15)
+        ax.set_title(drawing["title"] + ("\nTCG: our guest numbers measure the emulator, not a hypervisor"
+                                         if tcg_any else ""), loc="left", fontsize=7)
+    fig.savefig(pdf_path)
+    plt.close(fig)
+    return bool(tcg_any)
