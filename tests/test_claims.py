@@ -180,7 +180,9 @@ def test_every_reference_value_testbed_and_figure_is_in_its_study_section():
             assert studies.latex_escape(name).replace("µ", "\\textmu{}") in tex, name
         for fig, kind in studies.figures_of(study, ref, figs):
             status, _ = studies.figure_status(study, fig, kind, rmap, available)
-            assert status in {"counterpart", "redrawn", "not reproduced", "schematic"}
+            # a figure the study reports values from is redrawn with them, or says why not
+            assert status in ({"redrawn", "measured, values not drawn", "not reproduced"} if kind == studies.VALUES
+                              else {"counterpart", "redrawn", "not reproduced", "schematic"}), (fig, status)
         for cid in verdicts.loc[verdicts["study"] == study, "claim"].unique():
             assert f"\n{cid} & " in tex, cid
     # units as the studies report them
@@ -202,6 +204,10 @@ def test_a_map_that_misses_a_testbed_or_a_figure_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(bad))
     with pytest.raises(studies.StudyError, match=r"reproduction.yaml: nanos2010.testbeds: .*missing \['IOV'\]"):
         studies.load_map(path, testbeds)
+    del rmap["atif2016"]["figures"]["Fig. 1"]["not_redrawn"]
+    with pytest.raises(studies.StudyError, match="atif2016 figure 'Fig. 1a' reports values: its entry 'Fig. 1' "
+                                                 "needs redraw or not_redrawn"):
+        studies.figure_status("atif2016", "Fig. 1a", studies.VALUES, rmap, {"osu"})
     del rmap["atif2016"]["figures"]["Fig. 2"]
     with pytest.raises(studies.StudyError, match="atif2016 figure 'Fig. 2' .* has no entry"):
         studies.figure_status("atif2016", "Fig. 2", "data_plot", rmap, set())

@@ -29,6 +29,9 @@ UNITS = {"_us": "µs", "_gbps": "Gbit/s", "_MiBps": "MiB/s", "_MBps": "MB/s", "_
          "_s": "s", "_processes": "processes", "_cores": "cores", "_factor": "×", "_ratio": "×"}
 
 
+VALUES = "values in the table below"  # the kind of a figure the study reports values from
+
+
 class StudyError(ValueError):
     """A reproduction map that does not cover a study."""
 
@@ -50,9 +53,12 @@ def load_map(path: str | Path, testbeds: pd.DataFrame) -> dict:
                              f"{sorted(want - set(entry['testbeds']))}, unknown {sorted(set(entry['testbeds']) - want)}")
         for fig, f in entry["figures"].items():
             if not isinstance(f, dict) or len({"ours", "not"} & set(f)) != 1 or set(f) - {"ours", "not", "note",
-                                                                                             "redraw"}:
+                                                                                             "redraw", "not_redrawn"}:
                 raise StudyError(f"{path}: {study}.figures[{fig!r}]: needs ours (figure names) or not (the reason), "
-                                 "an optional note and an optional redraw (hpcvirt.redraw)")
+                                 "an optional note, and redraw (hpcvirt.redraw) or not_redrawn (why its reported "
+                                 "values are not drawn beside ours)")
+            if "redraw" in f and "not_redrawn" in f:
+                raise StudyError(f"{path}: {study}.figures[{fig!r}]: redraw or not_redrawn, not both")
             if "redraw" in f and "ours" not in f:
                 raise StudyError(f"{path}: {study}.figures[{fig!r}]: redraw needs ours (the figures it stands beside)")
     return m
@@ -72,7 +78,7 @@ def figures_of(study: str, ref: pd.DataFrame, figs: pd.DataFrame) -> list[tuple[
     out = {r.figure: r.figure_type for r in figs[figs["study"] == study].itertuples()}
     for f in ref.loc[ref["study"] == study, "figure_or_table"]:
         base = re.sub(r"\s*\(col [^)]*\)$", "", f)
-        out.setdefault(base, "values in the table below")
+        out.setdefault(base, VALUES)
     return sorted(out.items())
 
 
@@ -92,6 +98,12 @@ def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set
                                    f"{'; in full in ' + refs if refs else ''}{note}")
             if not ours:
                 return "not reproduced", f"{', '.join(r['ours'])} not measured in this campaign"
+            if kind == VALUES:
+                # the study reports values from it: they are drawn beside ours, or the map says why not
+                if "not_redrawn" not in r:
+                    raise StudyError(f"reproduction map: {study} figure {figure!r} reports values: its entry "
+                                     f"{key!r} needs redraw or not_redrawn (why they are not drawn beside ours)")
+                return "measured, values not drawn", f"{refs}{note}; its values: {latex_escape(r['not_redrawn'])}"
             return "counterpart", f"{refs}{note}"
     if kind == "schematic":
         return "schematic", "nothing to measure"
