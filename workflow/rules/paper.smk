@@ -97,6 +97,28 @@ rule claims:
         "../scripts/claims.py"
 
 
+# The artifact appendix from the campaign's provenance records (hpcvirt.artifact):
+# hardware and software, the suites as built, measured time per phase, the
+# exact commands, and where each claim is checked.
+rule artifact:
+    input:
+        verdicts=f"data/results/{CAMPAIGN}/claims.csv",
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        "paper/generated/artifact.tex",
+    log:
+        "logs/paper/artifact.log",
+    params:
+        campaign=CAMPAIGN,
+        raw_root="data/raw",
+    script:
+        "../scripts/artifact.py"
+
+
 rule paper:
     input:
         tex="paper/main.tex",
@@ -114,6 +136,7 @@ rule paper:
         claims_table="paper/generated/claims_table.tex",
         per_study="paper/generated/per_study.tex",
         vs_archive="paper/generated/vs_archive.tex",
+        artifact="paper/generated/artifact.tex",
         figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
         study_figures=[f"paper/figures/{name}.pdf" for name in STUDY_FIGURES],
     output:
