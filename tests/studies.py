@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from hpcvirt.benchmarks import REGISTRY
+from hpcvirt.config import load_testbed
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -18,7 +19,7 @@ STUDY = yaml.safe_load((ROOT / "config/config.yaml").read_text())
 def study_for(testbeds: list[str], tbs: dict[str, dict] | None = None, **experiments) -> dict:
     """A copy of config/config.yaml for ``testbeds`` (their files are read
     unless ``tbs`` gives them); ``experiments`` update experiments afterwards."""
-    tbs = tbs or {n: yaml.safe_load((ROOT / f"config/testbeds/{n}.yaml").read_text()) for n in testbeds}
+    tbs = tbs or {n: load_testbed(ROOT / f"config/testbeds/{n}.yaml") for n in testbeds}
     study = dict(copy.deepcopy(STUDY), testbeds=list(testbeds))
     for bench in REGISTRY:
         exp = study["experiments"].get(bench.experiment)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcvirt.config import ConfigError, load_study
+from hpcvirt.config import ConfigError, load_study, load_testbed
 from studies import study_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ def test_shipped_configs_are_valid():
 
 def test_every_testbed_file_is_valid():
     for path in sorted((ROOT / "config/testbeds").glob("*.yaml")):
-        tb = yaml.safe_load(path.read_text())
+        tb = load_testbed(path)   # with the file it extends, if any
         study = study_for([path.stem], {path.stem: tb})
         _, testbeds = load_study(study, config_path="config/config.yaml", testbed_dir=ROOT / "config/testbeds")
         assert testbeds[path.stem]["name"] == path.stem

@@ -1,11 +1,12 @@
 # Load and validate the study and testbed files (before any job runs) and
 # provide the input functions of the other rule files.  No rules here.
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import claims, figures, matrix, progress, redraw, slurm
+from hpcvirt import claims, figures, link, matrix, progress, redraw, slurm
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import (
     ConfigError,
@@ -25,6 +26,15 @@ except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
+
+# Link settings the kernel cannot provide fail here, before any job (hpcvirt.link;
+# the probe needs root, as the testbeds do: without it the job reports the same).
+if os.geteuid() == 0:
+    try:
+        for _name in STUDY["testbeds"]:
+            link.check(TESTBEDS[_name].get("network"), f"config/testbeds/{_name}.yaml")
+    except link.LinkError as exc:
+        raise WorkflowError(str(exc)) from None
 
 # How far the campaign is, and what its missing measurements took in the archive.
 progress.report(STUDY, file=sys.stderr)

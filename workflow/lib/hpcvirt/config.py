@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import string
 from pathlib import Path
 from typing import Any, Mapping
@@ -164,6 +165,10 @@ def _check_testbed(tb: dict, path: Path) -> None:
             problem = b.check_testbed(tb, entry)
             if problem:
                 raise ConfigError(f"{path}: {key}.args: {problem}")
+    shaped = [k for k in ("rate", "delay_us") if k in tb.get("network", {})]
+    if shaped and tb["kind"] not in ("netns-bridge", "qemu"):
+        raise ConfigError(f"{path}: network.{shaped[0]}: a link setting of the two-host kinds netns-bridge and qemu "
+                          f"(this testbed is {tb['kind']!r})")
     runtime = tb["runtime"]
     if runtime["kind"] != "none" and "image" not in runtime:
         raise ConfigError(f"{path}: runtime.image: required when runtime.kind is {runtime['kind']!r}")
@@ -241,10 +246,28 @@ def testbed_hash(tb: dict) -> str:
     return config_hash({k: v for k, v in tb.items() if k != "description"})
 
 
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
 def load_testbed(path: Path, schema: dict | None = None) -> dict:
     tb = _load_yaml(path)
     if not isinstance(tb, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    if "extends" in tb:
+        # the other testbed's file with this file's keys on top (mappings merged key by key)
+        base_name = tb["extends"]
+        base_path = path.parent / f"{base_name}.yaml"
+        if not isinstance(base_name, str) or not re.fullmatch(r"[a-z][a-z0-9-]{0,31}", base_name) \
+                or not base_path.is_file():
+            raise ConfigError(f"{path}: extends: {base_name!r} is not a testbed file of {path.parent}")
+        base = _load_yaml(base_path)
+        if not isinstance(base, dict) or "extends" in base:
+            raise ConfigError(f"{path}: extends: {base_path} must be a testbed that extends no other")
+        tb = _merge(base, tb)
     schema = schema or load_schema("testbed.schema.yaml")
     validate(tb, schema, path)
     _apply_defaults(tb, schema)

@@ -38,6 +38,7 @@ from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
 from .config import testbed_hash
 from .execute import execute, succeeded
+from .link import label as link_label
 from .matrix import Configuration
 from .sources import SourceError
 from .stack import runtime_provenance
@@ -75,6 +76,7 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: Launc
         "testbed_kind": tb["kind"],
         "virtualization": virtualization_of(tb, bed),
         "interconnect": launch.interconnect,
+        "link": link_label(tb.get("network")) if tb["kind"] in ("netns-bridge", "qemu") else "",
         "stack": image["stack"],
         "image_digest": image["image_digest"],
         "spack_lock": image["spack_lock"],
@@ -172,7 +174,8 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
 
         net = tb.get("network", {})
         with NetnsBridge(bed_tag(study["campaign"], c.key, rep), hosts=tb["nodes"],
-                         subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500)) as bed:
+                         subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500),
+                         rate=net.get("rate"), delay_us=net.get("delay_us")) as bed:
             return run_measurement(study, tb, c, rep, raw_out, prov_out, bed=bed)
     binary = ensure_binary(tb, c)
     launch = build_launch(c, tb, bed)
@@ -254,7 +257,7 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
     with QemuCluster(bed_tag(study["campaign"], tb["name"], rep), guests=tb["nodes"], vcpus=vm.get("vcpus", 1),
                      memory_mb=vm.get("memory_mb", 1024), accel=vm.get("accel", "auto"),
                      boot_timeout_s=vm.get("boot_timeout_s", 240), subnet=net.get("subnet", "198.18.1.0/24"),
-                     mtu=net.get("mtu", 1500)) as cluster:
+                     mtu=net.get("mtu", 1500), rate=net.get("rate"), delay_us=net.get("delay_us")) as cluster:
         print(f"guests up ({cluster.accel}): {', '.join(cluster.guests)}", file=sys.stderr)
         for i, (c, raw, prov) in enumerate(pending, 1):
             line = f"[{i}/{len(pending)}] {c.benchmark}/{c.params} rep {rep}"

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from . import link, paths
 
 TAG_RE = re.compile(r"^[a-z0-9]{1,8}$")
 BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
@@ -311,8 +311,10 @@ class NetnsBridge(GuardedTestbed):
     """
 
     def __init__(self, tag: str, hosts: int = 2, subnet: str = "198.18.0.0/24",
-                 mtu: int = 1500, setup_timeout_s: float = 30):
+                 mtu: int = 1500, setup_timeout_s: float = 30, rate: str | None = None,
+                 delay_us: int | None = None):
         self.names = names(tag, hosts)
+        self.link = {"rate": rate, "delay_us": delay_us}   # hpcvirt.link: qdiscs on the switch ports
         self.tag = tag
         self.nhosts = hosts
         self.net, self.addresses = host_addresses(subnet, hosts)
@@ -336,6 +338,8 @@ class NetnsBridge(GuardedTestbed):
             ip("-n", sw, "link", "add", port, "mtu", str(self.mtu), "type", "veth",
                "peer", "name", HOST_IFACE, "mtu", str(self.mtu), "netns", hns)
             ip("-n", sw, "link", "set", port, "master", n["bridge"], "up")
+            for argv in link.qdisc_argv(sw, port, **self.link):
+                run(argv, timeout=self.setup_timeout_s)
             ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}",
                "dev", HOST_IFACE)
             ip("-n", hns, "link", "set", HOST_IFACE, "up")
@@ -343,7 +347,7 @@ class NetnsBridge(GuardedTestbed):
                        addresses=list(self.addresses), subnet=str(self.net), mtu=self.mtu,
                        switch_ns=sw, bridge=n["bridge"],
                        info={"testbed": "netns-bridge", "hosts": self.nhosts,
-                             "subnet": str(self.net), "mtu": self.mtu,
+                             "subnet": str(self.net), "mtu": self.mtu, "link": link.label(self.link),
                              "agent": str(agent_path())})
 
     def _build(self) -> Testbed:

@@ -45,7 +45,7 @@ from pathlib import Path
 from .netns import (GuardedTestbed, host_addresses, TestbedError, _kill_pids, delete_netns,
                     list_netns, run, validate_tag)
 from .atomic import write_json
-from . import paths
+from . import link, paths
 
 QEMU = "qemu-system-x86_64"
 DEFAULT_SUBNET = "198.18.1.0/24"
@@ -331,7 +331,9 @@ class QemuCluster(GuardedTestbed):
 
     def __init__(self, tag: str, guests: int = 2, vcpus: int = 1, memory_mb: int = 1024,
                  accel: str = "auto", boot_timeout_s: float = 240,
-                 subnet: str = DEFAULT_SUBNET, mtu: int = 1500, image: Path | None = None):
+                 subnet: str = DEFAULT_SUBNET, mtu: int = 1500, image: Path | None = None,
+                 rate: str | None = None, delay_us: int | None = None):
+        self.link = {"rate": rate, "delay_us": delay_us}   # hpcvirt.link: qdiscs on the taps
         if accel not in ("auto", "kvm", "tcg"):
             raise ValueError(f"accel must be auto, kvm or tcg, got {accel!r}")
         self.n = names(tag, guests)
@@ -391,6 +393,8 @@ class QemuCluster(GuardedTestbed):
         for i, (g, tap) in enumerate(zip(n["guests"], n["taps"])):
             ip("-n", ns, "tuntap", "add", "dev", tap, "mode", "tap")
             ip("-n", ns, "link", "set", tap, "mtu", str(self.mtu), "master", n["bridge"], "up")
+            for argv in link.qdisc_argv(ns, tap, **self.link):
+                run(argv, timeout=30)
             overlay = run_dir / f"{g}.qcow2"
             run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image / "rootfs.raw"),
                  "-F", "raw", str(overlay)], timeout=30)
@@ -413,7 +417,7 @@ class QemuCluster(GuardedTestbed):
         cluster.info = {
             "testbed": "qemu", "accel": accel, "accel_reason": accel_note,
             "accel_requested": self.accel_req, "guests": self.nguests, "vcpus": self.vcpus,
-            "memory_mb": self.memory_mb, "subnet": str(self.net), "mtu": self.mtu,
+            "memory_mb": self.memory_mb, "subnet": str(self.net), "mtu": self.mtu, "link": link.label(self.link),
             "image": str(image), "image_key": image.name,
             "qemu_version": run([QEMU, "--version"], timeout=10).stdout.splitlines()[0],
             "boot_to_ssh_s": boot, "setup_s": round(time.monotonic() - t0, 1),

@@ -19,6 +19,7 @@ COLUMNS: tuple[str, ...] = (
     "testbed",
     "virtualization",
     "interconnect",
+    "link",
     "stack",
     "image_digest",
     "spack_lock",

@@ -1,0 +1,132 @@
+"""Link settings of the two-host testbeds (hpcvirt.link): a rate limit that
+really caps the bandwidth, a setting the kernel lacks refused before any job,
+and nothing left behind."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpcvirt import link
+from hpcvirt.config import ConfigError, load_testbed
+from hpcvirt.netns import NetnsBridge, cleanup
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_netns import _leftovers, _tag, needs_netns  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NETEM = link.probe("netem") if shutil.which("tc") else "no tc"
+
+
+def qperf_bw(tb) -> float:
+    """qperf tcp_bw from host 0 to host 1 with 64 KiB messages, in bit/s."""
+    srv = subprocess.Popen(tb.exec_prefix(1) + ["qperf", "-lp", "19799"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            ok = subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19799", "-t", "1", tb.addresses[1], "conf"],
+                                capture_output=True, timeout=20).returncode == 0
+            if ok:
+                break
+            time.sleep(0.1)
+        out = subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19799", "-t", "3", "-m", "64K", "-uu",
+                                                  tb.addresses[1], "tcp_bw"],
+                             capture_output=True, text=True, timeout=60).stdout
+    finally:
+        srv.kill()
+        srv.wait(timeout=10)
+    m = re.search(r"bw\s*=\s*([0-9.]+) bytes/sec", out)
+    assert m, out
+    return float(m.group(1)) * 8
+
+
+@pytest.fixture
+def tag():
+    t = _tag()
+    yield t
+    cleanup(t)
+
+
+@pytest.mark.vm
+@needs_netns
+@pytest.mark.skipif(shutil.which("qperf") is None, reason="qperf not installed")
+def test_a_rate_limit_caps_the_measured_bandwidth_and_goes_with_the_testbed(tag):
+    with NetnsBridge(tag, subnet="198.18.7.0/24", rate="1gbit") as tb:
+        qd = subprocess.run(["tc", "-n", tb.switch_ns, "qdisc", "show"], capture_output=True, text=True,
+                            timeout=10).stdout
+        assert qd.count("qdisc tbf") == 2 and "rate 1Gbit" in qd, qd
+        assert tb.info["link"] == "rate 1gbit"
+        capped = qperf_bw(tb)
+    assert _leftovers(tag) == []
+    # within 15 % of the limit, and the limit is what holds it there
+    assert 0.85e9 <= capped <= 1.15e9, capped
+    with NetnsBridge(tag, subnet="198.18.7.0/24") as tb:
+        free = qperf_bw(tb)
+    assert free > 1.5 * capped, (free, capped)
+    assert _leftovers(tag) == []
+
+
+@pytest.mark.vm
+@needs_netns
+@pytest.mark.skipif(NETEM is None, reason="this kernel has netem: the refusal cannot be shown here")
+def test_a_setting_the_kernel_lacks_fails_before_any_job_naming_the_option(tmp_path):
+    with pytest.raises(link.LinkError, match=r"config/testbeds/x.yaml: network.delay_us needs the kernel's netem "
+                                             r"qdisc \(CONFIG_NET_SCH_NETEM\), which this host does not provide"):
+        link.check({"delay_us": 100}, "config/testbeds/x.yaml")
+    link.check({"rate": "1gbit"}, "config/testbeds/x.yaml")   # tbf is there
+    # through the workflow (not a dry run): a study on a testbed with a delay stops at load, nothing written
+    from test_workflow import PROFILE, fresh_copy, snakemake
+
+    work = fresh_copy(tmp_path / "repo")
+    (work / "config/testbeds/bridge-slow.yaml").write_text(yaml.safe_dump(
+        {"name": "bridge-slow", "extends": "bridge", "network": {"subnet": "198.18.2.0/24", "delay_us": 500}}))
+    res = snakemake(*PROFILE, "--config", "campaign=never", "testbeds=[bridge-slow]", "skip_unoffered=True",
+                    cwd=work, check=False)
+    assert res.returncode != 0
+    assert ("config/testbeds/bridge-slow.yaml: network.delay_us needs the kernel's netem qdisc "
+            "(CONFIG_NET_SCH_NETEM)") in res.stderr, res.stderr[-2000:]
+    assert not (work / "data/raw/never").exists() and not (work / "logs").exists()
+
+
+def test_qdisc_commands_and_labels():
+    assert link.qdisc_argv("sw", "p0", rate="1gbit") == [
+        ["tc", "-n", "sw", "qdisc", "add", "dev", "p0", "root", "handle", "10:", "tbf", "rate", "1gbit",
+         "burst", str(1_250_000), "latency", "50ms"]]
+    both = link.qdisc_argv("sw", "p0", rate="100mbit", delay_us=250)
+    assert both[0][-3:] == ["netem", "delay", "250us"] and both[1][7:9] == ["parent", "1:1"]
+    assert both[1][both[1].index("burst") + 1] == str(256 * 1024)
+    assert link.label({"rate": "1gbit", "delay_us": 250}) == "rate 1gbit, delay 250 us"
+    assert link.label(None) == "" and link.label({"mtu": 1500}) == ""
+    with pytest.raises(ValueError, match="rate '1tbit'"):
+        link.rate_bits("1tbit")
+
+
+def test_a_testbed_extends_another_and_bad_settings_name_the_key(tmp_path):
+    tb = load_testbed(ROOT / "config/testbeds/bridge-1g.yaml")
+    base = load_testbed(ROOT / "config/testbeds/bridge.yaml")
+    assert tb["network"] == {**base["network"], "subnet": "198.18.2.0/24", "rate": "1gbit"}
+    assert tb["mpi"] == base["mpi"] and tb["kind"] == "netns-bridge"
+    d = tmp_path
+    shutil.copy(ROOT / "config/testbeds/bridge.yaml", d / "bridge.yaml")
+    cases = {
+        "a.yaml": ({"name": "a", "extends": "nosuch"}, r"a.yaml: extends: 'nosuch' is not a testbed file"),
+        "b.yaml": ({"name": "b", "extends": "bridge", "network": {"rate": "1tbit"}}, r"b.yaml: network.rate"),
+        "c.yaml": ({"name": "c", "extends": "a"}, r"c.yaml: extends: .*a.yaml must be a testbed that extends no"),
+    }
+    (d / "a.yaml").write_text(yaml.safe_dump(cases["a.yaml"][0]))
+    for f, (content, needle) in cases.items():
+        (d / f).write_text(yaml.safe_dump(content))
+        with pytest.raises(ConfigError, match=needle):
+            load_testbed(d / f)
+    local = yaml.safe_load((ROOT / "config/testbeds/local.yaml").read_text())
+    local["network"] = {"rate": "1gbit"}
+    (d / "local.yaml").write_text(yaml.safe_dump(local))
+    with pytest.raises(ConfigError, match=r"local.yaml: network.rate: a link setting of the two-host kinds"):
+        load_testbed(d / "local.yaml")

@@ -1,0 +1,99 @@
+"""Link settings of the two-host testbeds (``network.rate``, ``network.delay_us``
+of a netns-bridge or qemu testbed file): the stand-ins for the interconnects
+of different speeds the studies compared.
+
+The settings become queueing disciplines on the switch's ports (the veth or
+tap end in the testbed's own namespace), so every frame towards a host or
+guest passes them, in both directions of a ping-pong:
+
+* ``rate`` (e.g. ``1gbit``): a token bucket (``tbf``), kernel option
+  CONFIG_NET_SCH_TBF;
+* ``delay_us``: a fixed one-way delay per port (``netem``), kernel option
+  CONFIG_NET_SCH_NETEM; with both, the token bucket hangs below netem.
+
+The qdiscs live on interfaces of the testbed's namespaces and go with them
+at teardown.  :func:`check` probes the running kernel in a throw-away network
+namespace, so a setting the kernel cannot provide fails before any job runs,
+naming the missing kernel option.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+RATE_RE = re.compile(r"^([1-9][0-9]{0,4})(mbit|gbit)$")
+KERNEL_OPTION = {"tbf": "CONFIG_NET_SCH_TBF", "netem": "CONFIG_NET_SCH_NETEM"}
+
+
+class LinkError(RuntimeError):
+    """A link setting that this host's kernel cannot provide."""
+
+
+def rate_bits(rate: str) -> int:
+    m = RATE_RE.match(rate)
+    if not m:
+        raise ValueError(f"rate {rate!r}: expected e.g. 100mbit or 1gbit")
+    return int(m.group(1)) * (10**6 if m.group(2) == "mbit" else 10**9)
+
+
+def label(network: dict | None) -> str:
+    """The link setting as the rows record it ("" for an unshaped link)."""
+    network = network or {}
+    parts = [f"rate {network['rate']}"] if network.get("rate") else []
+    if network.get("delay_us"):
+        parts.append(f"delay {network['delay_us']} us")
+    return ", ".join(parts)
+
+
+def qdisc_argv(ns: str, dev: str, rate: str | None = None, delay_us: int | None = None) -> list[list[str]]:
+    """The tc commands that set the link of one switch port."""
+    out = []
+    parent = ["root"]
+    if delay_us:
+        out.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay",
+                    f"{int(delay_us)}us"])
+        parent = ["parent", "1:1"]
+    if rate:
+        # the bucket must hold at least one timer tick of traffic (HZ >= 100)
+        burst = max(256 * 1024, rate_bits(rate) // 8 // 100)
+        out.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, *parent, "handle", "10:", "tbf", "rate", rate,
+                    "burst", str(burst), "latency", "50ms"])
+    return out
+
+
+def needed(network: dict | None) -> list[str]:
+    network = network or {}
+    return [k for k, on in (("netem", network.get("delay_us")), ("tbf", network.get("rate"))) if on]
+
+
+def probe(kind: str, timeout: float = 20) -> str | None:
+    """None if the kernel takes a ``kind`` qdisc, else tc's complaint."""
+    ns = f"hvprobe{os.getpid()}"
+    args = {"tbf": ["tbf", "rate", "1gbit", "burst", "262144", "latency", "50ms"],
+            "netem": ["netem", "delay", "100us"]}[kind]
+    run = lambda *a: subprocess.run(list(a), capture_output=True, text=True, timeout=timeout)  # noqa: E731
+    try:
+        made = run("ip", "netns", "add", ns)
+        if made.returncode:
+            return f"cannot create a network namespace to probe the kernel: {made.stderr.strip()}"
+        run("ip", "-n", ns, "link", "add", "hvpa", "type", "veth", "peer", "name", "hvpb")
+        r = run("tc", "-n", ns, "qdisc", "add", "dev", "hvpa", "root", *args)
+        return None if r.returncode == 0 else (r.stderr.strip() or f"tc exit {r.returncode}")
+    except FileNotFoundError as exc:
+        return f"{exc.filename} is not installed"
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=timeout)
+
+
+def check(network: dict | None, where: str) -> None:
+    """Raise LinkError naming ``where`` and the missing kernel option if the
+    kernel cannot provide the link settings."""
+    for kind in needed(network):
+        why = probe(kind)
+        if why:
+            setting = "network.delay_us" if kind == "netem" else "network.rate"
+            raise LinkError(f"{where}: {setting} needs the kernel's {kind} qdisc ({KERNEL_OPTION[kind]}), which "
+                            f"this host does not provide: tc said {why!r}. Use a kernel with {KERNEL_OPTION[kind]} "
+                            f"or remove {setting}.")
