@@ -130,3 +130,20 @@ def test_a_testbed_extends_another_and_bad_settings_name_the_key(tmp_path):
     (d / "local.yaml").write_text(yaml.safe_dump(local))
     with pytest.raises(ConfigError, match=r"local.yaml: network.rate: a link setting of the two-host kinds"):
         load_testbed(d / "local.yaml")
+
+
+@needs_netns
+def test_the_limit_applies_to_a_tap_as_the_qemu_testbed_makes_it(tag):
+    """QemuCluster puts the qdiscs on the guests' taps in its namespace (no guest needed to show it)."""
+    ns, tap = f"hv-{tag}-q", f"hv{tag}t0"
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=10)
+    try:
+        subprocess.run(["ip", "-n", ns, "tuntap", "add", "dev", tap, "mode", "tap"], check=True, timeout=10)
+        for argv in link.qdisc_argv(ns, tap, rate="10gbit"):
+            subprocess.run(argv, check=True, timeout=10)
+        qd = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", tap], capture_output=True, text=True,
+                            timeout=10).stdout
+        assert "qdisc tbf 10: root" in qd and "rate 10Gbit" in qd, qd
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], timeout=10)
+    assert _leftovers(tag) == []
