@@ -247,9 +247,13 @@ def testbed_hash(tb: dict) -> str:
 
 
 def _merge(base: dict, over: dict) -> dict:
+    """``over`` on top of ``base``: mappings merged key by key, a key set to null removed."""
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
     return out
 
 

@@ -1,0 +1,120 @@
+"""OpenFOAM's damBreak case (Richter et al.): Debian's ``openfoam`` 1912 and
+the case of ``openfoam-examples`` (``multiphase/interFoam/laminar/damBreak``),
+run per rank by ``workflow/scripts/openfoam-dambreak``.
+
+Rank 0 stages the case (mesh refined to ``refine_pct`` % cells per block edge:
+185 % gives 7,800 cells, near the report's 7,700; blockMesh, setFields,
+decomposePar with the simple method along x), then all ranks run interFoam.
+The output (rank 0)::
+
+    hpcvirt-openfoam 1
+    cells 7800
+    ranks 2
+    end_time 1
+    ... interFoam's log: "Time = <t>" per step, "ExecutionTime = <s> s ..." ...
+    wall_s 20.365
+    exit 0
+    end
+
+Emitted metrics:
+
+``wall_time`` (s)       wall clock of the solver run (staging excluded), as Richter's Table 1
+``time_per_step`` (us)  rank 0's ExecutionTime per step after the first ``warmup_steps`` steps
+``steps`` (count)       time steps the solver took to reach the end time
+``cells`` (count)       cells of the mesh
+
+ParseError for: launcher/MPI errors, a FOAM FATAL ERROR, a staging step that
+failed, a missing ``end`` (cut or killed), a solver that stopped before the
+end time, and a different rank count, or number of hosts the ranks ran on
+(interFoam's ``Hosts`` list), than was launched.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..tidy import Measurement, ParseError
+from .base import Benchmark, Int, Ints, Job, Mpis, Package, Paths
+from .common import check_no_mpi_error, error_re, read_text
+
+CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
+ERRORS = error_re(r"FOAM FATAL (?:IO )?ERROR", r"^openfoam-dambreak: ")
+TIME_RE = re.compile(r"^Time = ([0-9.eE+-]+)\s*$", re.M)
+EXEC_RE = re.compile(r"^ExecutionTime = ([0-9.eE+-]+) s", re.M)
+HOSTS_RE = re.compile(r"^Hosts\s*:\s*\n\(\n(.*?)\n\)", re.M | re.S)   # interFoam -parallel: (host nRanks)
+HOST_RE = re.compile(r"^\s*\((\S+) \d+\)", re.M)
+FIELD_RE = re.compile(r"^(hpcvirt-openfoam|cells|ranks|end_time|wall_s|exit|end)(?: (\S+))?\s*$", re.M)
+
+
+def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Measurement]:
+    text = read_text(path)
+    check_no_mpi_error(path, text, ERRORS)
+    fields = {m.group(1): m.group(2) for m in FIELD_RE.finditer(text)}
+    if fields.get("hpcvirt-openfoam") != "1":
+        raise ParseError(path, "no 'hpcvirt-openfoam 1' header: not an output of workflow/scripts/openfoam-dambreak")
+    if "end" not in fields:
+        raise ParseError(path, f"no 'end' line: the run did not complete (exit {fields.get('exit', 'not printed')}; "
+                               "cut, killed or failed)")
+    try:
+        cells, ranks, end_time = int(fields["cells"]), int(fields["ranks"]), float(fields["end_time"])
+        wall = float(fields["wall_s"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ParseError(path, f"the header or footer is incomplete: {exc}") from None
+    times = [float(t) for t in TIME_RE.findall(text)]
+    execs = [float(t) for t in EXEC_RE.findall(text)]
+    if not times or times[-1] < end_time * (1 - 1e-6):
+        raise ParseError(path, f"the solver stopped at t = {times[-1] if times else 0} s before the end time "
+                               f"{end_time} s")
+    if len(execs) != len(times) or len(times) <= warmup_steps:
+        raise ParseError(path, f"{len(times)} steps and {len(execs)} ExecutionTime lines: the log is incomplete")
+    if expected and expected.get("ranks") not in (None, ranks):
+        raise ParseError(path, f"the output is from {ranks} ranks, but {expected['ranks']} were launched")
+    hosts = HOSTS_RE.search(text)
+    nodes = len({h.rsplit(".", 1)[0] if h.count(".") else h for h in HOST_RE.findall(hosts.group(1))}) if hosts else 1
+    if expected and expected.get("nodes") not in (None, nodes):
+        raise ParseError(path, f"the ranks ran on {nodes} host(s), but {expected['nodes']} were meant")
+    per_step = (execs[-1] - execs[warmup_steps - 1]) / (len(execs) - warmup_steps) * 1e6
+    extra = {"end_time": fields["end_time"]}
+    common = dict(benchmark="openfoam-dambreak", ranks=ranks, variant=f"{cells} cells", verified=True, extra=extra)
+    return [Measurement(metric="wall_time", unit="s", value=wall, **common),
+            Measurement(metric="time_per_step", unit="us", value=per_step, iteration_count=len(times) - warmup_steps,
+                        **common),
+            Measurement(metric="steps", unit="count", value=len(times), **common),
+            Measurement(metric="cells", unit="count", value=cells, **common)]
+
+
+class OpenFOAM(Benchmark):
+    name = "openfoam"
+    experiment = "openfoam"
+    title = ("OpenFOAM 1912 damBreak (interFoam, laminar): solver wall time, speed-up and efficiency per set-up "
+             "(Richter et al., Table 1)")
+    params = {
+        "mpis": Mpis("MPI libraries (Debian's OpenFOAM is built with Open MPI).", ["openmpi"]),
+        "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
+        "paths": Paths("Data paths; `net` spreads the ranks over two hosts (one block per host).", ["shm"]),
+        "refines": Ints("Cells per block edge of damBreak's mesh in % of the tutorial's, one configuration each "
+                        "(100: 2,268 cells; 185: 7,800 cells, near the report's 7,700).", [185], minimum=50,
+                        maximum=1000, sweep="refine_pct"),
+        "end_time_ms": Int("Simulated time in ms (the report: 1 s in about 1,000 steps).", 1000, minimum=10,
+                           maximum=10000),
+    }
+    raw_template = "{mpi}-{path}_r{refine_pct}_t{end_time_ms}_n{ranks}"
+    build = Package(("openfoam", "openfoam-examples"))
+    metrics = {"wall_time": "s", "time_per_step": "us", "steps": "count", "cells": "count"}
+    success = ("the staging steps succeed, the solver reaches the end time and ends normally ('end'), "
+               "no FOAM FATAL ERROR and no launcher error text")
+
+    def job(self, s: dict, entry: dict) -> Job:
+        ranks = s["ranks"]
+        return Job([entry["binary"], CASE, str(s["refine_pct"]), f"{s['end_time_ms'] / 1000:g}"], mpi=s["mpi"],
+                   ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks, path=s["path"])
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"ranks": s["ranks"], "end_time": s["end_time_ms"] / 1000,
+                "nodes": 2 if s["path"] == "net" and s["ranks"] > 1 else 1}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        return parse(raw, expected)
+
+
+BENCHMARK = OpenFOAM()
