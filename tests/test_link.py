@@ -47,6 +47,27 @@ def qperf_bw(tb) -> float:
     return float(m.group(1)) * 8
 
 
+def qperf_pingpong_bw(tb) -> float:
+    """1 MiB ping-pong (qperf tcp_lat: one-way time) from host 0 to host 1, in bit/s."""
+    srv = subprocess.Popen(tb.exec_prefix(1) + ["qperf", "-lp", "19798"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19798", "-t", "1", tb.addresses[1], "conf"],
+                              capture_output=True, timeout=20).returncode == 0:
+                break
+            time.sleep(0.1)
+        out = subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19798", "-t", "2", "-m", "1M", "-vu", "-uu",
+                                                  tb.addresses[1], "tcp_lat"],
+                             capture_output=True, text=True, timeout=60).stdout
+    finally:
+        srv.kill()
+        srv.wait(timeout=10)
+    m = re.search(r"latency\s*=\s*([0-9.]+) ns", out)
+    assert m, out
+    return 2**20 * 8 / (float(m.group(1)) * 1e-9)
+
+
 @pytest.fixture
 def tag():
     t = _tag()
@@ -64,9 +85,11 @@ def test_a_rate_limit_caps_the_measured_bandwidth_and_goes_with_the_testbed(tag)
         assert qd.count("qdisc tbf") == 2 and "rate 1Gbit" in qd, qd
         assert tb.info["link"] == "rate 1gbit"
         capped = qperf_bw(tb)
+        pingpong = qperf_pingpong_bw(tb)
     assert _leftovers(tag) == []
     # within 15 % of the limit, and the limit is what holds it there
     assert 0.85e9 <= capped <= 1.15e9, capped
+    assert 0.85e9 <= pingpong <= 1.15e9, pingpong   # a 1 MiB message one way, not faster than the link
     with NetnsBridge(tag, subnet="198.18.7.0/24") as tb:
         free = qperf_bw(tb)
     assert free > 1.5 * capped, (free, capped)
@@ -98,10 +121,10 @@ def test_a_setting_the_kernel_lacks_fails_before_any_job_naming_the_option(tmp_p
 def test_qdisc_commands_and_labels():
     assert link.qdisc_argv("sw", "p0", rate="1gbit") == [
         ["tc", "-n", "sw", "qdisc", "add", "dev", "p0", "root", "handle", "10:", "tbf", "rate", "1gbit",
-         "burst", str(1_250_000), "latency", "50ms"]]
-    both = link.qdisc_argv("sw", "p0", rate="100mbit", delay_us=250)
+         "burst", "32768", "latency", "50ms", "peakrate", "1001000kbit", "mtu", "9000"]]
+    both = link.qdisc_argv("sw", "p0", rate="10gbit", delay_us=250)
     assert both[0][-3:] == ["netem", "delay", "250us"] and both[1][7:9] == ["parent", "1:1"]
-    assert both[1][both[1].index("burst") + 1] == str(256 * 1024)
+    assert both[1][both[1].index("burst") + 1] == str(5_000_000) and "peakrate" not in both[1]
     assert link.label({"rate": "1gbit", "delay_us": 250}) == "rate 1gbit, delay 250 us"
     assert link.label(None) == "" and link.label({"mtu": 1500}) == ""
     with pytest.raises(ValueError, match="rate '1tbit'"):
