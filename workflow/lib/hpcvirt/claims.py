@@ -18,7 +18,9 @@ A selector names tidy columns (``testbed``, ``benchmark``, ``mpi``,
 ``interconnect``, ``variant``, ``ranks``, ``placement``, ...), the ``metric``
 and ``at``: ``smallest`` (the smallest message size of the sweep), ``peak``
 (the maximum over sizes), or a size in bytes; without ``at`` the metric must
-have one value per round.  The quantity's median and order-statistic CI over
+have one value per round.  ``{ratio: [selector, selector]}`` stands for the
+per-round ratio of two configurations (e.g. a speed-up) wherever a selector
+may.  The quantity's median and order-statistic CI over
 the rounds decide the check: *holds* when the whole CI meets the threshold,
 *does not hold* when none of it does, *inconclusive* when the CI straddles
 it (or there is a single value, hence no CI).  A claim holds when all its checks hold and does not hold when one does
@@ -121,6 +123,11 @@ def _order(cid: str) -> tuple:
 
 
 def _selector(path, where: str, sel) -> dict:
+    if isinstance(sel, dict) and set(sel) == {"ratio"}:
+        # a derived per-round quantity: the ratio of two selectors, paired by round
+        if not (isinstance(sel["ratio"], list) and len(sel["ratio"]) == 2):
+            _fail(path, where, "a ratio selector is {ratio: [numerator, denominator]}")
+        return {"ratio": [_selector(path, where, x) for x in sel["ratio"]]}
     if not isinstance(sel, dict) or "metric" not in sel:
         _fail(path, where, "a selector is a mapping of tidy columns with at least metric")
     unknown = set(sel) - SELECT_KEYS
@@ -175,7 +182,11 @@ def _rows(tidy: pd.DataFrame, sel: dict) -> pd.DataFrame:
 
 
 def _per_rep(tidy: pd.DataFrame, sel: dict) -> pd.Series:
-    """One value per round (rep) of the selected configuration."""
+    """One value per round (rep) of the selected configuration (or ratio of two)."""
+    if "ratio" in sel:
+        num, den = (_per_rep(tidy, x) for x in sel["ratio"])
+        both = num.index.intersection(den.index)
+        return num[both] / den[both]
     d = _rows(tidy, sel)
     if d.empty:
         return pd.Series(dtype=float)
@@ -194,10 +205,14 @@ def _per_rep(tidy: pd.DataFrame, sel: dict) -> pd.Series:
     return d.groupby("rep")["value"].first()
 
 
+def _leaves(sels) -> list[dict]:
+    return [leaf for s in sels for leaf in (_leaves(s["ratio"]) if "ratio" in s else [s])]
+
+
 def _quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, str | None, set]:
     """(values over rounds, why missing, virtualizations involved)."""
     virt = set()
-    for sel in check["selectors"]:
+    for sel in _leaves(check["selectors"]):
         virt |= set(_rows(tidy, sel)["virtualization"].astype(str))
     if check["kind"] == "spread":
         d = _rows(tidy, check["selectors"][0])

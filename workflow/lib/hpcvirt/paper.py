@@ -72,7 +72,8 @@ def macro_prefix(benchmark: str) -> str:
 
 def headline(summary: pd.DataFrame, latency_bytes: int, benchmarks=HEADLINE_BENCHMARKS) -> pd.DataFrame:
     """Per configuration: latency at ``latency_bytes`` and peak bandwidth, with CIs."""
-    keys = ["testbed", "virtualization", "interconnect", "stack", "mpi", "benchmark"]
+    keys = ["testbed", "virtualization", "interconnect", *(["link"] if "link" in summary else []), "stack", "mpi",
+            "benchmark"]
     out = []
     summary = summary[summary["benchmark"].isin(benchmarks)]
     for key, grp in summary.groupby(keys, dropna=False, sort=True):

@@ -48,6 +48,7 @@ SWEEP_BENCHMARKS = ("netpipe", "imb", "qperf", "osu_latency", "osu_bw")
 # (our unit, the study's unit) -> factor
 CONVERT = {("Gbit/s", "Gbit/s"): 1.0, ("Gbit/s", "MiB/s"): 1e9 / 8 / 2**20, ("Gbit/s", "MB/s"): 1e9 / 8 / 1e6,
            ("us", "µs"): 1.0, ("fraction", "%"): 100.0, ("s", "s"): 1.0, ("Mop/s", "Mop/s"): 1.0}
+UNITS = {u for _, u in CONVERT} | {"×"}   # × (and %): ratio bars
 
 
 class RedrawError(ValueError):
@@ -89,8 +90,8 @@ def validate(path, study: str, figure: str, spec, ref: pd.DataFrame) -> list[dic
                     if not (rows["figure_or_table"] == f).any():
                         fail(f"{w}.rows[{j}].reference: no value of {study} comes from {f!r}")
         else:
-            if not any(u == d["unit"] for _, u in CONVERT):
-                fail(f"{w}.unit: {d['unit']!r}; allowed: {', '.join(sorted({u for _, u in CONVERT}))}")
+            if d["unit"] not in UNITS:
+                fail(f"{w}.unit: {d['unit']!r}; allowed: {', '.join(sorted(UNITS))}")
             for j, g in enumerate(d["groups"]):
                 if set(g) != {"label", "reference", "ours"}:
                     fail(f"{w}.groups[{j}]: needs exactly label, reference, ours")
@@ -98,10 +99,21 @@ def validate(path, study: str, figure: str, spec, ref: pd.DataFrame) -> list[dic
                     if not (rows["row_id"] == rid).any():
                         fail(f"{w}.groups[{j}].reference: {rid!r} is not a row of {study}")
                 for k, s in enumerate(g["ours"]):
+                    where = f"{w}.groups[{j}].ours[{k}]"
                     if not isinstance(s, dict) or not isinstance(s.get("label"), str):
-                        fail(f"{w}.groups[{j}].ours[{k}]: needs a label")
-                    _selector(fail, f"{w}.groups[{j}].ours[{k}]", {x: v for x, v in s.items() if x != "label"},
-                              metric=True)
+                        fail(f"{where}: needs a label")
+                    if "ratio" in s:
+                        # a ratio of two configurations paired by round, times a factor, in the drawing's unit
+                        if set(s) - {"label", "ratio", "times"} or not (isinstance(s["ratio"], list)
+                                                                        and len(s["ratio"]) == 2):
+                            fail(f"{where}: a ratio bar needs label, ratio [numerator, denominator] and an "
+                                 "optional times")
+                        if not isinstance(s.get("times", 1), (int, float)):
+                            fail(f"{where}.times: must be a number")
+                        for x in s["ratio"]:
+                            _selector(fail, f"{where}.ratio", x, metric=True)
+                    else:
+                        _selector(fail, where, {x: v for x, v in s.items() if x != "label"}, metric=True)
         out.append(d)
     return out
 
@@ -154,7 +166,8 @@ def pdf_names(directory) -> list[str]:
 def uses_tcg(drawing: dict, tidy: pd.DataFrame) -> bool:
     """Whether the campaign's rows this drawing shows include guests under TCG."""
     sels = ([r["ours"] for r in drawing["rows"]] if drawing["layout"] == "sweep" else
-            [{k: v for k, v in s.items() if k not in ("label", "at")} for g in drawing["groups"] for s in g["ours"]])
+            [{k: v for k, v in x.items() if k not in ("label", "at")} for g in drawing["groups"] for s in g["ours"]
+             for x in (s["ratio"] if "ratio" in s else [s])])
     return any(_match(tidy, s)["virtualization"].astype(str).str.contains("qemu-tcg").any() for s in sels)
 
 
@@ -191,6 +204,23 @@ def reference_lines(ref: pd.DataFrame, study: str, figures) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "unit", "what", "low", "high", "comparator", "rows"])
 
 
+def _ratio_bar(tidy: pd.DataFrame, s: dict, name: str, level: float) -> dict:
+    """numerator / denominator per round (rounds that have both), times the factor: median and CI."""
+    try:
+        num, den = (_per_rep(tidy, x) for x in s["ratio"])
+    except ClaimError as exc:
+        raise RedrawError(f"{name}: {exc}") from None
+    both = num.index.intersection(den.index)
+    if not len(both):
+        return dict(value=np.nan, ci_low=np.nan, ci_high=np.nan, n=0, tcg=False,
+                    missing="not measured in this campaign")
+    values = num[both].to_numpy(dtype=float) / den[both].to_numpy(dtype=float) * float(s.get("times", 1))
+    ci = stats.median_ci(values, level)
+    tcg = any(_match(tidy, {k: v for k, v in x.items() if k != "at"})["virtualization"].astype(str)
+              .str.contains("qemu-tcg").any() for x in s["ratio"])
+    return dict(value=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"], n=ci["n"], tcg=tcg, missing="")
+
+
 def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: float = 0.95) -> pd.DataFrame:
     """One row per bar: group, label, reported or ours, value (and CI), in the drawing's unit."""
     tidy = normalize_units(tidy).reset_index(drop=True)
@@ -203,12 +233,15 @@ def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: floa
                         "value": float(r["value"]), "ci_low": np.nan, "ci_high": np.nan, "n": np.nan,
                         "comparator": r["comparator"], "tcg": False, "missing": ""})
         for s in g["ours"]:
+            base = {"group": g["label"], "label": s["label"], "source": "ours", "comparator": "="}
+            if "ratio" in s:
+                out.append(dict(base, **_ratio_bar(tidy, s, drawing["name"], level)))
+                continue
             sel = {k: v for k, v in s.items() if k != "label"}
             try:
                 per_rep = _per_rep(tidy, sel)
             except ClaimError as exc:
                 raise RedrawError(f"{drawing['name']}: {exc}") from None
-            base = {"group": g["label"], "label": s["label"], "source": "ours", "comparator": "="}
             if per_rep.empty:
                 out.append(dict(base, value=np.nan, ci_low=np.nan, ci_high=np.nan, n=0, tcg=False,
                                 missing="not measured in this campaign"))
@@ -222,6 +255,36 @@ def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: floa
             out.append(dict(base, value=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"], n=ci["n"],
                             tcg=rows["virtualization"].astype(str).str.contains("qemu-tcg").any(), missing=""))
     return pd.DataFrame(out)
+
+
+def bars_table_tex(bars: pd.DataFrame, drawing: dict, label: str, caption: str) -> str:
+    """The numbers of a bar drawing as a LaTeX table: per group, the reported
+    values and ours (median and CI, n rounds)."""
+    from .reference import latex_escape
+
+    def t(x) -> str:
+        return latex_escape(str(x)).replace("×", "$\\times$").replace("µ", "\\textmu{}")
+
+    comp = {"~": "$\\approx$ ", "<": "$<$ ", ">": "$>$ ", "up_to": "up to ", "<=": "$\\leq$ ", ">=": "$\\geq$ "}
+    lines = ["\\begin{center}\\small\n\\begin{longtable}{@{}p{0.3\\linewidth}p{0.42\\linewidth}r@{}}\n",
+             f"\\caption{{{caption}}}\\label{{{label}}}\\\\\n",
+             f"\\toprule set-up or group & reported by the study / ours & value [{t(drawing['unit'])}] \\\\ "
+             "\\midrule\n\\endfirsthead\n\\toprule set-up or group & reported / ours & value \\\\ \\midrule\n\\endhead\n"]
+    for g, rows in bars.groupby("group", sort=False):
+        for i, r in enumerate(rows.itertuples()):
+            name = t(g) if i == 0 else ""
+            if r.source == "reported":
+                what, val = f"reported: {t(r.label.removeprefix('reported: '))}", comp.get(r.comparator, "") + _fmt(r.value)
+            elif r.missing:
+                what, val = f"ours: {t(r.label)}", t(r.missing)
+            else:
+                what = f"ours: {t(r.label)}"
+                val = f"{_fmt(r.value)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}], n={int(r.n)}"
+            lines.append(f"{name} & {what} & {val} \\\\\n")
+        if not (rows["source"] == "ours").any():
+            lines.append(" & ours: no counterpart on this machine & -- \\\\\n")
+    lines.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
+    return "".join(lines)
 
 
 # ------------------------------------------------------------------ drawing

@@ -62,6 +62,7 @@ GROUP_COLUMNS = [
     "testbed",
     "virtualization",
     "interconnect",
+    "link",
     "stack",
     "mpi",
     "benchmark",

@@ -159,6 +159,11 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
                    f"(\\texttt{{data/reference/{study}.csv}}); in colour: this campaign's medians over its rounds "
                    f"with their confidence intervals.{tcg} Redraw: \\texttt{{make figure FIGURE={name}}}.}}"
                    f"\\label{{fig:{name}}}\n\\end{{figure}}\n\n")
+        if d["layout"] == "bars" and tidy is not None:
+            out.append(redraw.bars_table_tex(
+                redraw.bar_values(tidy, ref, d), d, f"tab:{name}",
+                f"{NAMES[study]}, {_tex(fig)}: the numbers of Fig.~\\ref{{fig:{name}}} (ours: median and "
+                f"confidence interval over the rounds; ratios paired by round)."))
     # every value it reports
     rows = ref[ref["study"] == study]
     out.append("\\begin{center}\\scriptsize\n\\begin{longtable}{@{}p{0.1\\linewidth}p{0.13\\linewidth}"
