@@ -38,7 +38,8 @@ def test_the_shipped_redraws_are_valid_and_named_once():
     names = [redraw.pdf_name(s, d) for s, _, d in ds]
     assert len(names) == len(set(names)) >= 5
     assert {"study-exposito2012-fig4", "study-exposito2012-fig5", "study-nanos2010-netperf",
-            "study-nanos2010-iperf", "study-nanos2010-placement"} <= set(names)
+            "study-nanos2010-iperf", "study-nanos2010-placement", "study-richter2015-table1-time",
+            "study-richter2015-table1-speedup", "study-richter2015-table1-efficiency"} <= set(names)
     assert redraw.pdf_names(REFDIR) == names
 
 
@@ -126,7 +127,7 @@ def test_a_campaign_without_guests_draws_the_reported_values_and_says_not_measur
     assert "not\nmeasured" in text and "TCG" not in text
 
 
-def test_every_redraw_is_a_figure_of_its_study_section_with_the_tcg_warning(archive):
+def test_every_redraw_is_a_figure_of_its_study_section_with_the_tcg_warning_where_guests_are(archive):
     from hpcvirt.figures import FIGURES
     from hpcvirt.reference import load_reference
 
@@ -143,9 +144,31 @@ def test_every_redraw_is_a_figure_of_its_study_section_with_the_tcg_warning(arch
         block = re.search(r"\\includegraphics\[width=\\linewidth\]\{" + name + r"\.pdf\}\n\\caption\{(.*?)\}"
                           r"\\label\{fig:" + name + r"\}", tex, re.S)
         assert block, name
-        assert "TCG software emulation" in block.group(1)  # every redraw shows our guests
+        # the TCG warning exactly where our guests are drawn
+        assert ("TCG software emulation" in block.group(1)) == redraw.uses_tcg(d, tidy), name
+        assert redraw.uses_tcg(d, tidy) == (study != "richter2015"), name
         assert f"make figure FIGURE={name}" in block.group(1)
         status, text = studies.figure_status(study, fig, "data_plot", rmap, available)
         assert status == "redrawn" and f"\\ref{{fig:{name}}}" in text
     # a figure without redraw stays a counterpart
     assert studies.figure_status("atif2016", "Fig. 1a", "data_plot", rmap, available)[0] == "counterpart"
+
+
+def test_ratio_bars_are_paired_by_round_and_scaled(archive):
+    """Richter's efficiency: E = T(1 rank) / T(2 ranks) x 50 %, per round."""
+    tidy, _ = archive
+    ref, (_, _, d) = _drawing("table1-efficiency")
+    bars = redraw.bar_values(tidy, ref, d)
+    of = tidy[(tidy["benchmark"] == "openfoam-dambreak") & (tidy["metric"] == "wall_time")
+              & (tidy["variant"] == "7800 cells")]
+    t1 = of[(of["testbed"] == "local") & (of["ranks"] == 1)].set_index("rep")["value"]
+    t2 = of[(of["testbed"] == "local") & (of["ranks"] == 2)].set_index("rep")["value"]
+    e = (t1 / t2 * 50).dropna()
+    ours = bars[(bars["source"] == "ours") & (bars["label"] == "2 ranks on this host")].iloc[0]
+    assert ours["value"] == pytest.approx(e.median()) and ours["n"] == len(e)
+    reported = bars[(bars["source"] == "reported") & (bars["group"].str.startswith("1b"))]["value"].tolist()
+    assert reported == [78.0]
+    # a group without a counterpart has reported bars only, and says so in the table
+    tex = redraw.bars_table_tex(bars, d, "tab:x", "caption")
+    assert "ours: no counterpart on this machine" in tex and "78" in tex
+    assert re.search(r"ours: 2 ranks on this host & [0-9.]+ \[[0-9.]+, [0-9.]+\], n=\d", tex), tex

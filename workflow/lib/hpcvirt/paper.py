@@ -163,6 +163,21 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         lines.append(macro(f"hv{name}Version", latex_escape(", ".join(versions) or "unknown")))
         lines.append(macro(f"hv{name}Source", ", ".join(f"\\texttt{{{v[:12]}}}" for v in shas) or "a site build"))
         lines.append(macro(f"hv{name}Reps", str(int(d["rep"].nunique()))))
+    # OpenFOAM's damBreak: package version, mesh sizes, steps, rounds; the link settings
+    of = tidy[bench == "openfoam-dambreak"]
+    if not of.empty:
+        cells = sorted({int(v) for v in of.loc[of["metric"] == "cells", "value"]})
+        big = of[(of["metric"] == "steps") & (of["variant"] == f"{cells[-1]} cells")]["value"]
+        versions = sorted({str(v) for v in of["suite_version"].dropna() if v}) if "suite_version" in of else []
+        lines.append(macro("hvOpenfoamVersion", latex_escape(", ".join(versions) or "unknown")))
+        lines.append(macro("hvOpenfoamCells", " and ".join(f"{c:,}".replace(",", "{,}") for c in cells)))
+        lines.append(macro("hvOpenfoamSteps", f"{int(big.min())}--{int(big.max())}" if big.nunique() > 1
+                           else str(int(big.min()))))
+        lines.append(macro("hvOpenfoamReps", str(int(of["rep"].nunique()))))
+    if "link" in tidy:
+        for tb, lk in sorted(set(zip(tidy["testbed"], tidy["link"].fillna("")))):
+            if lk:
+                lines.append(macro(f"hvLink{camel(tb)}", latex_escape(lk)))
     for _, r in headline(summary, latency_bytes, tuple(POINT_TO_POINT)).iterrows():
         pre, k = f"hv{macro_prefix(r['benchmark'])}", config_key(r)
         if "lat" in r and pd.notna(r.get("lat")):

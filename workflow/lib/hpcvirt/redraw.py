@@ -32,6 +32,7 @@ Inputs are tables only: the campaign's tidy rows and the study's CSV.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -405,7 +406,8 @@ def draw(drawing: dict, study: str, summary: pd.DataFrame, tidy: pd.DataFrame, r
             ticks.append((start + x - 1) / 2)
             ticklabels.append(g)
             x += 0.8
-        ax.set_xticks(ticks, ticklabels, fontsize=7)
+        width = max(12, int(90 / max(1, len(groups))))       # characters per line of a group's label
+        ax.set_xticks(ticks, [textwrap.fill(t, width) for t in ticklabels], fontsize=7 if len(groups) < 5 else 6)
         ax.set_ylabel(f"[{drawing['unit']}]")
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="ours: this campaign's\nmedian and CI",
                   title_fontsize=6)

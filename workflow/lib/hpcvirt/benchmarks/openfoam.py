@@ -41,6 +41,7 @@ CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/d
 ERRORS = error_re(r"FOAM FATAL (?:IO )?ERROR", r"^openfoam-dambreak: ")
 TIME_RE = re.compile(r"^Time = ([0-9.eE+-]+)\s*$", re.M)
 EXEC_RE = re.compile(r"^ExecutionTime = ([0-9.eE+-]+) s", re.M)
+BUILD_RE = re.compile(r"^Build\s*:\s*OPENFOAM=(\S+)(?: patch=(\S+))?", re.M)   # the solver's banner
 HOSTS_RE = re.compile(r"^Hosts\s*:\s*\n\(\n(.*?)\n\)", re.M | re.S)   # interFoam -parallel: (host nRanks)
 HOST_RE = re.compile(r"^\s*\((\S+) \d+\)", re.M)
 FIELD_RE = re.compile(r"^(hpcvirt-openfoam|cells|ranks|end_time|wall_s|exit|end)(?: (\S+))?\s*$", re.M)
@@ -74,7 +75,10 @@ def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Me
     if expected and expected.get("nodes") not in (None, nodes):
         raise ParseError(path, f"the ranks ran on {nodes} host(s), but {expected['nodes']} were meant")
     per_step = (execs[-1] - execs[warmup_steps - 1]) / (len(execs) - warmup_steps) * 1e6
-    extra = {"end_time": fields["end_time"]}
+    build = BUILD_RE.search(text)
+    extra = {"end_time": fields["end_time"],
+             "suite_version": f"OpenFOAM {build.group(1)}" + (f" (patch {build.group(2)})" if build.group(2) else "")
+             if build else ""}
     common = dict(benchmark="openfoam-dambreak", ranks=ranks, variant=f"{cells} cells", verified=True, extra=extra)
     return [Measurement(metric="wall_time", unit="s", value=wall, **common),
             Measurement(metric="time_per_step", unit="us", value=per_step, iteration_count=len(times) - warmup_steps,
