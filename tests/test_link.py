@@ -16,32 +16,36 @@ import yaml
 
 from hpcvirt import link
 from hpcvirt.config import ConfigError, load_testbed
-from hpcvirt.netns import NetnsBridge, cleanup
+from hpcvirt.netns import NetnsBridge
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_netns import _leftovers, _tag, needs_netns  # noqa: E402
+from test_netns import _leftovers, needs_netns, tag  # noqa: E402,F401 (tag: the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 NETEM = link.probe("netem") if shutil.which("tc") else "no tc"
 
 
-def qperf_bw(tb) -> float:
-    """qperf tcp_bw from host 0 to host 1 with 64 KiB messages, in bit/s."""
+def qperf(tb, *args: str) -> str:
+    """qperf from host 0 against a qperf server on host 1: its output."""
     srv = subprocess.Popen(tb.exec_prefix(1) + ["qperf", "-lp", "19799"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
+    client = tb.exec_prefix(0) + ["qperf", "-lp", "19799"]
     try:
         for _ in range(50):
-            ok = subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19799", "-t", "1", tb.addresses[1], "conf"],
-                                capture_output=True, timeout=20).returncode == 0
-            if ok:
+            if subprocess.run(client + ["-t", "1", tb.addresses[1], "conf"], capture_output=True,
+                              timeout=20).returncode == 0:
                 break
             time.sleep(0.1)
-        out = subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19799", "-t", "3", "-m", "64K", "-uu",
-                                                  tb.addresses[1], "tcp_bw"],
-                             capture_output=True, text=True, timeout=60).stdout
+        return subprocess.run(client + [*args[:-1], tb.addresses[1], args[-1]], capture_output=True, text=True,
+                              timeout=60).stdout
     finally:
         srv.kill()
         srv.wait(timeout=10)
+
+
+def qperf_bw(tb) -> float:
+    """qperf tcp_bw (streaming, 64 KiB messages) from host 0 to host 1, in bit/s."""
+    out = qperf(tb, "-t", "3", "-m", "64K", "-uu", "tcp_bw")
     m = re.search(r"bw\s*=\s*([0-9.]+) bytes/sec", out)
     assert m, out
     return float(m.group(1)) * 8
@@ -49,30 +53,10 @@ def qperf_bw(tb) -> float:
 
 def qperf_pingpong_bw(tb) -> float:
     """1 MiB ping-pong (qperf tcp_lat: one-way time) from host 0 to host 1, in bit/s."""
-    srv = subprocess.Popen(tb.exec_prefix(1) + ["qperf", "-lp", "19798"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(50):
-            if subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19798", "-t", "1", tb.addresses[1], "conf"],
-                              capture_output=True, timeout=20).returncode == 0:
-                break
-            time.sleep(0.1)
-        out = subprocess.run(tb.exec_prefix(0) + ["qperf", "-lp", "19798", "-t", "2", "-m", "1M", "-vu", "-uu",
-                                                  tb.addresses[1], "tcp_lat"],
-                             capture_output=True, text=True, timeout=60).stdout
-    finally:
-        srv.kill()
-        srv.wait(timeout=10)
+    out = qperf(tb, "-t", "2", "-m", "1M", "-vu", "-uu", "tcp_lat")
     m = re.search(r"latency\s*=\s*([0-9.]+) ns", out)
     assert m, out
     return 2**20 * 8 / (float(m.group(1)) * 1e-9)
-
-
-@pytest.fixture
-def tag():
-    t = _tag()
-    yield t
-    cleanup(t)
 
 
 @pytest.mark.vm
