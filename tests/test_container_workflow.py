@@ -262,7 +262,7 @@ def test_preflight_rejects_an_image_with_another_open_mpi(tmp_path, other_openmp
              "experiments": {"pingpong": {"mpis": ["openmpi"], "paths": ["shm"]}, "tcp": {"enabled": False},
                              "placement": {"enabled": False}, "imb": {"enabled": False},
                              "osu": {"enabled": False}, "npb": {"enabled": False},
-                             "profile": {"enabled": False}}}
+                             "profile": {"enabled": False}, "openfoam": {"enabled": False}}}
     (work / "mismatch-study.yaml").write_text(yaml.safe_dump(study))
     res = snakemake(*PROFILE, f"data/results/{campaign}/local-mismatch/tidy.csv", "--configfile",
                     "config/tiny.yaml", "mismatch-study.yaml", cwd=work, timeout=600, check=False)

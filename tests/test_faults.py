@@ -109,7 +109,7 @@ ROUND_STUDY = {
                      "by_kind": {}},
         "tcp": {"enabled": True, "tests": ["tcp_lat", "tcp_bw"], "min_bytes": 8, "max_bytes": 512, "factor": 64,
                 "seconds_per_size": 1},
-        **{name: {"enabled": False} for name in ("placement", "imb", "osu", "npb", "profile")},
+        **{name: {"enabled": False} for name in ("placement", "imb", "osu", "npb", "profile", "openfoam")},
     },
 }
 

@@ -183,7 +183,13 @@ def test_tiny_study_end_to_end(tmp_path):
         assert adv["verified"].all()
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
-    assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep", "commprof-cg"}
+    assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep", "commprof-cg",
+                                      "openfoam-dambreak"}
+    # OpenFOAM's damBreak (the tutorial's mesh): 1 and 2 ranks on this host, 2 ranks on the two namespaces
+    of = tidy[(tidy["benchmark"] == "openfoam-dambreak") & (tidy["metric"] == "wall_time")]
+    assert sorted(of["ranks"]) == [1, 2] and set(of["variant"]) == {"2268 cells"} and (of["value"] > 0).all()
+    ofb = pd.read_csv(res / "bridge/tidy.csv").query("benchmark == 'openfoam-dambreak' and metric == 'wall_time'")
+    assert ofb[["ranks", "nodes"]].values.tolist() == [[2, 2]]
     # the communication profile (NPB CG with the project's PMPI profiler) natively and across the bridge
     for testbed in ("local", "bridge"):
         prof = pd.read_csv(res / testbed / "tidy.csv").query("benchmark == 'commprof-cg'")

@@ -108,6 +108,10 @@ class OpenFOAM(Benchmark):
     success = ("the staging steps succeed, the solver reaches the end time and ends normally ('end'), "
                "no FOAM FATAL ERROR and no launcher error text")
 
+    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
+        """As declared, without one rank spread over hosts (path net needs two ranks)."""
+        return [s for s in super().configurations(exp, offer, kind) if not (s["path"] == "net" and s["ranks"] < 2)]
+
     def job(self, s: dict, entry: dict) -> Job:
         ranks = s["ranks"]
         return Job([entry["binary"], CASE, str(s["refine_pct"]), f"{s['end_time_ms'] / 1000:g}"], mpi=s["mpi"],
