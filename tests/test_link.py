@@ -102,6 +102,16 @@ def test_a_setting_the_kernel_lacks_fails_before_any_job_naming_the_option(tmp_p
     assert not (work / "data/raw/never").exists() and not (work / "logs").exists()
 
 
+def test_a_host_that_cannot_probe_gets_no_kernel_verdict(monkeypatch):
+    """Without namespaces (no root rights, a restricted container) the probe says nothing about the kernel:
+    the workflow still loads (e.g. to redraw figures), and a measurement on the testbed fails on its own."""
+    monkeypatch.setattr(link, "probe", lambda kind: "cannot create a network namespace to probe the kernel: x")
+    link.check({"rate": "1gbit", "delay_us": 5}, "config/testbeds/x.yaml")
+    monkeypatch.setattr(link, "probe", lambda kind: "Error: Specified qdisc kind is unknown.")
+    with pytest.raises(link.LinkError, match="CONFIG_NET_SCH_NETEM"):
+        link.check({"delay_us": 5}, "config/testbeds/x.yaml")
+
+
 def test_qdisc_commands_and_labels():
     assert link.qdisc_argv("sw", "p0", rate="1gbit") == [
         ["tc", "-n", "sw", "qdisc", "add", "dev", "p0", "root", "handle", "10:", "tbf", "rate", "1gbit",
