@@ -40,7 +40,7 @@ import pandas as pd
 
 from . import stats
 from .analysis import normalize_units
-from .claims import SELECT_KEYS, ClaimError, _per_rep
+from .claims import SELECT_KEYS, ClaimError, _leaves, _per_rep, _rows
 
 LAYOUTS = ("sweep", "bars")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -164,23 +164,26 @@ def pdf_names(directory) -> list[str]:
 
 
 # ------------------------------------------------------------------ data
+def _tcg(tidy: pd.DataFrame, sels) -> bool:
+    """Whether the rows of these selectors (ratios: their parts) include guests under TCG."""
+    return any(_rows(tidy, x)["virtualization"].astype(str).str.contains("qemu-tcg").any() for x in _leaves(sels))
+
+
+def _bar_selector(s: dict) -> dict:
+    """A bar's selector as hpcvirt.claims reads it (a ratio bar: a ratio selector)."""
+    return {"ratio": s["ratio"]} if "ratio" in s else {k: v for k, v in s.items() if k != "label"}
+
+
 def uses_tcg(drawing: dict, tidy: pd.DataFrame) -> bool:
     """Whether the campaign's rows this drawing shows include guests under TCG."""
     sels = ([r["ours"] for r in drawing["rows"]] if drawing["layout"] == "sweep" else
-            [{k: v for k, v in x.items() if k not in ("label", "at")} for g in drawing["groups"] for s in g["ours"]
-             for x in (s["ratio"] if "ratio" in s else [s])])
-    return any(_match(tidy, s)["virtualization"].astype(str).str.contains("qemu-tcg").any() for s in sels)
-
-
-def _match(df: pd.DataFrame, sel: dict) -> pd.DataFrame:
-    for k, v in sel.items():
-        df = df[df[k].map(str) == str(v)]
-    return df
+            [_bar_selector(s) for g in drawing["groups"] for s in g["ours"]])
+    return _tcg(tidy, sels)
 
 
 def sweep_rows(summary: pd.DataFrame, ours: dict, benchmarks) -> pd.DataFrame:
     """Our curves of one sweep row: median and CI per size, series and metric."""
-    d = _match(summary, ours)
+    d = _rows(summary, ours)
     d = d[d["benchmark"].isin(benchmarks) & d["metric"].isin(["latency", "latency_avg", "bandwidth"])].copy()
     d["metric"] = d["metric"].replace({"latency_avg": "latency"})
     d["series"] = [("qperf raw TCP" if b == "qperf" else f"{b} {m}") + (f" ({i})" if len(set(d["interconnect"])) > 1
@@ -205,23 +208,6 @@ def reference_lines(ref: pd.DataFrame, study: str, figures) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "unit", "what", "low", "high", "comparator", "rows"])
 
 
-def _ratio_bar(tidy: pd.DataFrame, s: dict, name: str, level: float) -> dict:
-    """numerator / denominator per round (rounds that have both), times the factor: median and CI."""
-    try:
-        num, den = (_per_rep(tidy, x) for x in s["ratio"])
-    except ClaimError as exc:
-        raise RedrawError(f"{name}: {exc}") from None
-    both = num.index.intersection(den.index)
-    if not len(both):
-        return dict(value=np.nan, ci_low=np.nan, ci_high=np.nan, n=0, tcg=False,
-                    missing="not measured in this campaign")
-    values = num[both].to_numpy(dtype=float) / den[both].to_numpy(dtype=float) * float(s.get("times", 1))
-    ci = stats.median_ci(values, level)
-    tcg = any(_match(tidy, {k: v for k, v in x.items() if k != "at"})["virtualization"].astype(str)
-              .str.contains("qemu-tcg").any() for x in s["ratio"])
-    return dict(value=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"], n=ci["n"], tcg=tcg, missing="")
-
-
 def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: float = 0.95) -> pd.DataFrame:
     """One row per bar: group, label, reported or ours, value (and CI), in the drawing's unit."""
     tidy = normalize_units(tidy).reset_index(drop=True)
@@ -235,10 +221,7 @@ def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: floa
                         "comparator": r["comparator"], "tcg": False, "missing": ""})
         for s in g["ours"]:
             base = {"group": g["label"], "label": s["label"], "source": "ours", "comparator": "="}
-            if "ratio" in s:
-                out.append(dict(base, **_ratio_bar(tidy, s, drawing["name"], level)))
-                continue
-            sel = {k: v for k, v in s.items() if k != "label"}
+            sel = _bar_selector(s)
             try:
                 per_rep = _per_rep(tidy, sel)
             except ClaimError as exc:
@@ -247,14 +230,17 @@ def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: floa
                 out.append(dict(base, value=np.nan, ci_low=np.nan, ci_high=np.nan, n=0, tcg=False,
                                 missing="not measured in this campaign"))
                 continue
-            rows = _match(tidy, {k: v for k, v in sel.items() if k != "at"})
-            ours_unit = rows["unit"].iloc[0]
-            factor = CONVERT.get((ours_unit, unit))
-            if factor is None:
-                raise RedrawError(f"{drawing['name']}: {s['label']}: our unit {ours_unit} cannot be shown in {unit}")
+            if "ratio" in s:                       # a ratio is shown in the drawing's unit, times the factor
+                factor = float(s.get("times", 1))
+            else:
+                ours_unit = _rows(tidy, sel)["unit"].iloc[0]
+                factor = CONVERT.get((ours_unit, unit))
+                if factor is None:
+                    raise RedrawError(f"{drawing['name']}: {s['label']}: our unit {ours_unit} cannot be shown in "
+                                      f"{unit}")
             ci = stats.median_ci(per_rep.to_numpy(dtype=float) * factor, level)
             out.append(dict(base, value=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"], n=ci["n"],
-                            tcg=rows["virtualization"].astype(str).str.contains("qemu-tcg").any(), missing=""))
+                            tcg=_tcg(tidy, [sel]), missing=""))
     return pd.DataFrame(out)
 
 
