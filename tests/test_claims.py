@@ -3,6 +3,7 @@ rules, and the paper's sentences that cite verdicts."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt import claims
+from hpcvirt import claims, provenance
 from hpcvirt.config import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,11 @@ CAMPAIGN = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT 
 def archive_tidy() -> pd.DataFrame:
     return pd.concat([pd.read_csv(p) for p in sorted((ROOT / "data/results" / CAMPAIGN).glob("*/tidy.csv"))],
                      ignore_index=True)
+
+
+def archive_caches() -> dict:
+    return {p.parent.name: provenance.cache_sizes(json.loads(p.read_text())["host"])
+            for p in sorted((ROOT / "data/results" / CAMPAIGN).glob("*/provenance.json"))}
 
 
 def test_every_claim_of_claims_md_has_one_entry():
@@ -42,6 +48,8 @@ def test_every_claim_of_claims_md_has_one_entry():
     (lambda c: c[0]["checks"][0]["difference"][0].update(host="x"), "unknown selector keys ['host']"),
     (lambda c: c[0]["checks"][0]["difference"][0].update(at="largest"), "at 'largest'; allowed: smallest, peak"),
     (lambda c: c[0]["checks"][0].update(below=3), "needs exactly one of below, above, within"),
+    (lambda c: c[0]["checks"][0]["difference"][0].update(at={"knee": 1.5}), "or {knee: f} with 0 < f < 1"),
+    (lambda c: c[0]["checks"][0].update(per={"cache": "L4", "times": 1}), "per must be {cache: <L1d, L2, L3>"),
     (lambda c: c.append(dict(c[1])), "claim EXP-2: duplicate id"),
     (lambda c: c.pop(5), "must match"),
 ])
@@ -93,9 +101,10 @@ def test_missing_rows_leave_the_claim_not_tested_with_the_reason():
 
 
 def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
-    v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(), CAMPAIGN)
+    v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(), CAMPAIGN, caches=archive_caches())
     tested = v[v["claim_verdict"].isin(["holds", "does not hold", "inconclusive"])]
-    assert tested["claim"].nunique() >= 14
+    assert tested["claim"].nunique() >= 20
+    assert "EXP-10" in set(tested["claim"])        # the knee, relative to the archive host's L3
     assert tested["ci_low"].le(tested["median"]).all() and tested["median"].le(tested["ci_high"]).all()
     assert v.loc[v["claim"] == "EXP-5", "tcg"].all()            # guest vs native: TCG-marked
     assert not v.loc[v["claim"] == "EXP-13", "tcg"].any()
@@ -257,3 +266,53 @@ def test_a_new_campaign_lists_the_sentences_it_contradicts():
     tex = compare.tex(compare.compare(tidy, archive_tidy()), v, v, "mine", CAMPAIGN, problems)
     assert "Sentences written for the archive" in tex
     assert "claim EXP-13 holds, but this campaign's verdict is 'does not hold'" in tex
+
+
+def _sweep(knee_at: int, top_log2: int = 26, testbed: str = "local") -> pd.DataFrame:
+    """Three rounds of a shared-memory bandwidth sweep: a protocol dip at
+    4 KiB that recovers, a plateau, and a drop to 40 % from ``knee_at`` on."""
+    rows = []
+    for rep in (1, 2, 3):
+        for k in range(2, top_log2 + 1):
+            size = 2 ** k
+            bw = min(size, 2 ** 20) / 2 ** 20 * 100 * (0.5 if size == 4096 else 1) * (0.4 if size >= knee_at else 1)
+            rows.append(dict(run_id=f"c/{testbed}/imb/openmpi-shm/rep-{rep}", testbed=testbed,
+                             virtualization="none", benchmark="imb", variant="PingPong", metric="bandwidth",
+                             unit="Gbit/s", value=bw * (1 + 0.01 * rep), msg_bytes=float(size), ranks=2, rep=rep,
+                             interconnect="shm", mpi="openmpi"))
+    return pd.DataFrame(rows)
+
+
+def test_the_knee_is_where_the_value_drops_for_good():
+    one = _sweep(2 ** 23)
+    one = one[one["rep"] == 1]
+    assert claims.knee(one, 0.2) == 2 ** 23                   # the 4 KiB dip recovers: not the knee
+    assert claims.knee(_sweep(2 ** 40).query("rep == 1"), 0.2) == float("inf")     # never drops
+    assert claims.knee(one, 0.7) == float("inf")              # a 60 % drop is not a 70 % one
+
+
+@pytest.mark.parametrize("knee_at, l3, top, verdict, reason", [
+    (2 ** 23, 2 ** 25, 26, "holds", ""),                                    # at L3/4: 1.0
+    (2 ** 23, 2 ** 28, 27, "does not hold", ""),                            # 8 MiB / 64 MiB = 0.125
+    (2 ** 23, None, 26, "not tested", "provenance gives no single L3 size for testbed(s) local"),
+    (2 ** 21, 2 ** 25, 22, "not tested", "the sweep ends at 4194304 B, below 2 x 0.25 L3 = 16777216 B"),
+])
+def test_a_knee_relative_to_the_hosts_l3(knee_at, l3, top, verdict, reason):
+    chk = {"kind": "value", "quantity": "knee / (L3/4)", "unit": "x L3/4", "test": "within", "bound": [0.5, 2.0],
+           "per": {"cache": "L3", "times": 0.25},
+           "selectors": ({"testbed": "local", "benchmark": "imb", "interconnect": "shm", "metric": "bandwidth",
+                          "at": {"knee": 0.2}},)}
+    caches = {"local": {"L3": l3}} if l3 else {"local": {"L2": 2 ** 20}}
+    v = claims.evaluate([claims.Claim("EXP-10", "exposito2012", "s", "r", "m", (chk,), None)],
+                        _sweep(knee_at, top), "c", caches=caches)
+    assert v["verdict"].tolist() == [verdict]
+    assert reason in v["reason"].iloc[0]
+    if verdict == "holds":
+        assert (v["ci_low"].iloc[0], v["median"].iloc[0], v["ci_high"].iloc[0]) == (1.0, 1.0, 1.0)
+
+
+def test_cache_sizes_come_from_the_hosts_hwloc_topology():
+    host = {"cpu": {"hwloc_synthetic": "Package:1 [NUMANode(memory=8818733056)] L3Cache:1(size=33554432) "
+                                       "L2Cache:2(size=1048576) L1dCache:1(size=32768) Core:1 PU:1"}}
+    assert provenance.cache_sizes(host) == {"L3": 2 ** 25, "L2": 2 ** 20, "L1d": 2 ** 15}
+    assert provenance.cache_sizes({"cpu": {"hwloc_synthetic": None}}) == {} == provenance.cache_sizes(None)

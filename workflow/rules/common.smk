@@ -96,6 +96,12 @@ def archive_tidy_tables(wildcards):
     return sorted(str(p) for p in Path(f"data/results/{ARCHIVE}").glob("*/tidy.csv"))
 
 
+def archive_host_records(wildcards):
+    return sorted(
+        str(p) for p in Path(f"data/results/{ARCHIVE}").glob("*/provenance.json")
+    )
+
+
 def paper_parts(wildcards):
     """Parts of sections that need particular data (\\hvpart{<name>})."""
     return sorted(str(p) for p in Path("paper/sections/parts").glob("*.tex"))

@@ -76,10 +76,17 @@ rule claims:
             campaign=CAMPAIGN,
             testbed=STUDY["testbeds"],
         ),
+        # the hosts' cache sizes (claims relative to a cache)
+        hosts=expand(
+            "data/results/{campaign}/{testbed}/provenance.json",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
         sections=paper_sections,
         parts=paper_parts,
         # the committed archive's tables, for "this campaign against the archive"
         archive=archive_tidy_tables,
+        archive_hosts=archive_host_records,
     output:
         verdicts=f"data/results/{CAMPAIGN}/claims.csv",
         macros="paper/generated/claims.tex",

@@ -2,20 +2,28 @@
 (hpcvirt.claims), one section per study (hpcvirt.studies), and the campaign
 against the archive (hpcvirt.compare)."""
 
+import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from hpcvirt import claims, compare, studies
+from hpcvirt import claims, compare, provenance, studies
 from hpcvirt.atomic import write_text
 from hpcvirt.reference import load_reference
 
 snakemake = globals()["snakemake"]
+
+
+def caches(records) -> dict:
+    """Per testbed (the record's folder), the cache sizes of its host."""
+    return {Path(p).parent.name: provenance.cache_sizes(json.loads(Path(p).read_text()).get("host"))
+            for p in records}
+
 with open(snakemake.log[0], "w") as log:
     entries = claims.load(snakemake.input.claims, snakemake.input.claims_md)
     tidy = pd.concat([pd.read_csv(p) for p in snakemake.input.tidy], ignore_index=True)
-    verdicts = claims.evaluate(entries, tidy, snakemake.params.campaign)
+    verdicts = claims.evaluate(entries, tidy, snakemake.params.campaign, caches=caches(snakemake.input.hosts))
     problems = claims.check_sentences([*snakemake.input.sections, *snakemake.input.parts], verdicts)
     campaign, archive = snakemake.params.campaign, snakemake.params.archive
     if problems:
@@ -38,8 +46,8 @@ with open(snakemake.log[0], "w") as log:
     if campaign != archive and snakemake.input.archive:
         archived = pd.concat([pd.read_csv(p) for p in snakemake.input.archive], ignore_index=True)
         metrics = compare.compare(tidy, archived, int(snakemake.params.latency_bytes))
-        vs_archive = compare.tex(metrics, verdicts, claims.evaluate(entries, archived, archive), campaign, archive,
-                                 problems)
+        archived_verdicts = claims.evaluate(entries, archived, archive, caches=caches(snakemake.input.archive_hosts))
+        vs_archive = compare.tex(metrics, verdicts, archived_verdicts, campaign, archive, problems)
     else:
         vs_archive = compare.tex(pd.DataFrame(), verdicts, verdicts, campaign, campaign)
     write_text(snakemake.output.verdicts, verdicts.to_csv(index=False))

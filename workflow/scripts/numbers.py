@@ -17,10 +17,6 @@ with open(snakemake.log[0], "w") as log:
         with open(path) as fh:
             records.append(json.load(fh))
     hosts = records[0]
-    hosts["campaign_span"] = (
-        min(r["first_started_at"] for r in records),
-        max(r["last_finished_at"] for r in records),
-    )
     latency_bytes = int(snakemake.params.latency_bytes)
     ovh_macros, ovh_table = overheads_tex(tidy, latency_bytes=latency_bytes)
     place_macros, place_table = placement_tex(summary, tidy)

@@ -95,7 +95,8 @@ def suites(rec: pd.DataFrame) -> list[list[str]]:
 
 def phases(campaign: str, rec: pd.DataFrame, raw_root) -> tuple[list[list[str]], float]:
     """Per testbed and benchmark: runs, seconds of the runs, seconds with the
-    job overhead before them; and the campaign's span in minutes."""
+    job overhead before them; and a sentence on the whole: the sum in
+    minutes, and the span of the records when measurements were added later."""
     share = progress.share(campaign, sorted(set(rec["benchmark"])), raw_root)["by"]
     body = []
     for (tb, bench), g in rec.groupby(["testbed", "benchmark"], sort=True):
@@ -103,8 +104,15 @@ def phases(campaign: str, rec: pd.DataFrame, raw_root) -> tuple[list[list[str]],
         failed = int(g["failed"].sum())
         body.append([_t(tb), _t(bench), f"{len(g)}{f' ({failed} failed)' if failed else ''}", f"{own:.0f}",
                      f"{share.get(f'{tb}/{bench}', own):.0f}"])
+    total = sum(share.get(f"{tb}/{bench}", (g["finished"] - g["started"]).dt.total_seconds().sum())
+                for (tb, bench), g in rec.groupby(["testbed", "benchmark"])) / 60
     span = (rec["finished"].max() - rec["started"].min()).total_seconds() / 60
-    return body, span
+    days = sorted({str(d) for d in rec["started"].dt.date})
+    whole = f"In all, {total:.0f} minutes of runs with their overhead"
+    if span > 1.5 * total:
+        whole += (f"; the records span {span / 60:.0f} hours ({', '.join(days)}) because measurements were added to "
+                  "the campaign later (each record holds its own times)")
+    return body, whole + "."
 
 
 def _breakable(word: str) -> str:
@@ -138,7 +146,7 @@ def claims_index(verdicts: pd.DataFrame) -> list[list[str]]:
 
 def artifact_tex(campaign: str, raw_root, verdicts: pd.DataFrame) -> str:
     rec = records(Path(raw_root) / campaign)
-    phase_rows, span = phases(campaign, rec, raw_root)
+    phase_rows, whole = phases(campaign, rec, raw_root)
     order = {s: i for i, s in enumerate(STUDIES)}
     verdicts = verdicts.sort_values(["study", "claim", "check"], key=lambda c: c.map(order) if c.name == "study"
                                     else c.map(lambda x: (str(x).split("-")[0], int(str(x).split("-")[1]))
@@ -155,8 +163,8 @@ def artifact_tex(campaign: str, raw_root, verdicts: pd.DataFrame) -> str:
                   ["suite", "version", "MPI", "source sha256", "copy", "compiler", "flags"], suites(rec),
                   "\\scriptsize"),
            _table(f"Measured time per phase of measurement: the runs of each testbed and benchmark and the job "
-                  f"overhead before them (a guest round's boot not counted). The campaign measured for "
-                  f"{span:.0f} minutes from its first run to its last.", "tab:artifact-phases", "@{}llrrr@{}",
+                  f"overhead before them (a guest round's boot not counted). {whole}", "tab:artifact-phases",
+                  "@{}llrrr@{}",
                   ["testbed", "benchmark", "runs", "run time [s]", "with overhead [s]"], phase_rows),
            "\\paragraph{The exact commands.} The first run of each testbed and benchmark, as its provenance "
            "record holds it (every run's record holds its own):\n\\begin{description}\\scriptsize\n"

@@ -17,8 +17,14 @@ and compares it with a threshold::
 A selector names tidy columns (``testbed``, ``benchmark``, ``mpi``,
 ``interconnect``, ``variant``, ``ranks``, ``placement``, ...), the ``metric``
 and ``at``: ``smallest`` (the smallest message size of the sweep), ``peak``
-(the maximum over sizes), or a size in bytes; without ``at`` the metric must
-have one value per round.  ``{ratio: [selector, selector]}`` stands for the
+(the maximum over sizes), a size in bytes, or ``{knee: f}``: the message
+size where the metric falls below (1 - f) times its maximum over all smaller
+sizes and stays there up to the end of the sweep (infinite when it never
+does); without ``at`` the metric must have one value per round.  A check
+with ``per: {cache: L3, times: 0.25}`` divides its quantity by that share of
+the testbed's cache (one instance, from the campaign's provenance); a knee
+check needs a sweep that reaches past the largest size its threshold allows,
+or the knee could hide beyond the sweep.  ``{ratio: [selector, selector]}`` stands for the
 per-round ratio of two configurations (e.g. a speed-up) wherever a selector
 may.  The quantity's median and order-statistic CI over
 the rounds decide the check: *holds* when the whole CI meets the threshold,
@@ -47,6 +53,7 @@ STUDIES = ("exposito2012", "nanos2010", "atif2016", "ramakrishnan2011", "richter
 SELECT_KEYS = {"testbed", "virtualization", "benchmark", "mpi", "interconnect", "variant", "ranks", "nodes",
                "placement", "metric", "at"}
 CHECK_KINDS = ("value", "ratio", "difference", "spread")
+CACHES = ("L1d", "L2", "L3")
 ID_RE = re.compile(r"^\| ((?:EXP|NAN|ATI|RAM|RIC)-\d+) \|", re.M)
 
 
@@ -134,8 +141,10 @@ def _selector(path, where: str, sel) -> dict:
     if unknown:
         _fail(path, where, f"unknown selector keys {sorted(unknown)}; allowed: {', '.join(sorted(SELECT_KEYS))}")
     at = sel.get("at")
-    if at is not None and at not in ("smallest", "peak") and not (isinstance(at, int) and at >= 0):
-        _fail(path, where, f"at {at!r}; allowed: smallest, peak or a size in bytes")
+    knee = isinstance(at, dict) and set(at) == {"knee"} and isinstance(at["knee"], (int, float)) \
+        and 0 < at["knee"] < 1
+    if at is not None and at not in ("smallest", "peak") and not (isinstance(at, int) and at >= 0) and not knee:
+        _fail(path, where, f"at {at!r}; allowed: smallest, peak, a size in bytes or {{knee: f}} with 0 < f < 1")
     return dict(sel)
 
 
@@ -149,9 +158,14 @@ def _check(path, where: str, c) -> dict:
     tests = [k for k in ("below", "above", "within") if k in c]
     if len(tests) != 1:
         _fail(path, where, "needs exactly one of below, above, within")
-    unknown = set(c) - {kind, *tests, "quantity", "unit"}
+    unknown = set(c) - {kind, *tests, "quantity", "unit", "per"}
     if unknown:
         _fail(path, where, f"unknown keys {sorted(unknown)}")
+    per = c.get("per")
+    if per is not None and not (isinstance(per, dict) and set(per) == {"cache", "times"}
+                                and per["cache"] in CACHES and isinstance(per["times"], (int, float))
+                                and per["times"] > 0):
+        _fail(path, where, f"per must be {{cache: <{', '.join(CACHES)}>, times: <a positive number>}}")
     if not isinstance(c.get("quantity"), str):
         _fail(path, where, "quantity must say in words what is computed")
     bound = c[tests[0]]
@@ -168,7 +182,7 @@ def _check(path, where: str, c) -> dict:
     else:
         sels = (_selector(path, where, c[kind]),)
     return {"kind": kind, "selectors": sels, "test": tests[0], "bound": bound, "quantity": c["quantity"],
-            "unit": c.get("unit", "")}
+            "unit": c.get("unit", ""), "per": per}
 
 
 # ------------------------------------------------------------------ evaluation
@@ -198,6 +212,8 @@ def _per_rep(tidy: pd.DataFrame, sel: dict) -> pd.Series:
         d = d[d["msg_bytes"] == d["msg_bytes"].min()]
     elif at == "peak":
         return d.groupby("rep")["value"].max()
+    elif isinstance(at, dict):
+        return d.groupby("rep")[["msg_bytes", "value"]].apply(lambda g: knee(g, at["knee"]))
     elif at is not None:
         d = d[d["msg_bytes"] == at]
     if d.groupby("rep").size().max() > 1:
@@ -205,12 +221,55 @@ def _per_rep(tidy: pd.DataFrame, sel: dict) -> pd.Series:
     return d.groupby("rep")["value"].first()
 
 
+def knee(sweep: pd.DataFrame, drop: float) -> float:
+    """The smallest message size from which the value stays below (1 - drop)
+    times its maximum over all smaller sizes, to the end of the sweep
+    (``inf`` when it never falls that far)."""
+    d = sweep.dropna(subset=["msg_bytes"]).sort_values("msg_bytes")
+    sizes, vals = d["msg_bytes"].to_numpy(dtype=float), d["value"].to_numpy(dtype=float)
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], vals[:-1]]))
+    low = vals < (1 - drop) * best_before
+    # from the end: the longest tail of sizes that are all below their threshold
+    tail = len(low)
+    while tail > 0 and low[tail - 1]:
+        tail -= 1
+    return float(sizes[tail]) if tail < len(low) else float("inf")
+
+
+def _sweep_end(tidy: pd.DataFrame, sel: dict) -> float:
+    d = _rows(tidy, sel)
+    return float(d["msg_bytes"].max()) if len(d) else float("nan")
+
+
 def _leaves(sels) -> list[dict]:
     return [leaf for s in sels for leaf in (_leaves(s["ratio"]) if "ratio" in s else [s])]
 
 
-def _quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, str | None, set]:
+def _quantity(tidy: pd.DataFrame, check: dict, caches: dict | None = None
+              ) -> tuple[np.ndarray | None, str | None, set]:
     """(values over rounds, why missing, virtualizations involved)."""
+    values, missing, virt = _raw_quantity(tidy, check)
+    if values is None:
+        return values, missing, virt
+    per, ref, unit = check.get("per"), 1.0, "B"
+    if per:
+        testbeds = sorted({str(t) for sel in _leaves(check["selectors"]) for t in _rows(tidy, sel)["testbed"]})
+        sizes = {(caches or {}).get(t, {}).get(per["cache"]) for t in testbeds}
+        if len(sizes) != 1 or None in sizes:
+            return None, (f"the campaign's provenance gives no single {per['cache']} size for testbed(s) "
+                          f"{', '.join(testbeds)}"), virt
+        ref, unit = sizes.pop() * per["times"], f"x {per['times']:g} {per['cache']}"
+    top = float(np.max(check["bound"]))
+    for sel in _leaves(check["selectors"]):
+        end = _sweep_end(tidy, sel)
+        if isinstance(sel.get("at"), dict) and not end >= top * ref:
+            # a knee beyond the sweep would look like no knee at all
+            return None, (f"the sweep ends at {end:.0f} B, below {_num(top)} {unit} = {top * ref:.0f} B, "
+                          "where the knee could still be"), virt
+    return values / ref, None, virt
+
+
+def _raw_quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, str | None, set]:
     virt = set()
     for sel in _leaves(check["selectors"]):
         virt |= set(_rows(tidy, sel)["virtualization"].astype(str))
@@ -261,8 +320,11 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.3e}"
 
 
-def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: float = 0.95) -> pd.DataFrame:
-    """The verdict table: one row per check (claims without checks: one row)."""
+def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: float = 0.95,
+             caches: dict[str, dict[str, int]] | None = None) -> pd.DataFrame:
+    """The verdict table: one row per check (claims without checks: one row).
+    ``caches``: per testbed, the cache sizes of its host
+    (``provenance.cache_sizes``), for checks relative to a cache."""
     tidy = normalize_units(tidy).reset_index(drop=True)
     rows = []
     for c in claims:
@@ -275,7 +337,7 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
         part = []
         for j, chk in enumerate(c.checks, 1):
             try:
-                values, missing, virt = _quantity(tidy, chk)
+                values, missing, virt = _quantity(tidy, chk, caches)
             except ClaimError as exc:
                 raise ClaimError(f"claim {c.id}, check {j}: {exc}") from None
             row = dict(base, check=j, quantity=chk["quantity"], unit=chk["unit"],

@@ -135,11 +135,6 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         for name, pkg in (("Openmpi", "openmpi-bin"), ("Mpich", "mpich"), ("Netpipe", "netpipe-openmpi"),
                           ("Qperf", "qperf")):
             lines.append(macro(f"hv{name}Version", latex_escape(pk.get(pkg, "not installed"))))
-        if hosts.get("campaign_span"):
-            from datetime import datetime
-
-            start, end = (datetime.fromisoformat(t) for t in hosts["campaign_span"])
-            lines.append(macro("hvCampaignMinutes", fmt((end - start).total_seconds() / 60, 2)))
         virt = host.get("virtualization", {})
         lines.append(macro("hvHostVm", latex_escape(str(virt.get("vm")))))
         lines.append(macro("hvHostContainer", latex_escape(str(virt.get("container")))))

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -90,6 +91,17 @@ def cpu_info() -> dict:
         "hypervisor_flag": "hypervisor" in flags,
         "hwloc_synthetic": topo.strip() if topo else None,
     }
+
+
+_HWLOC_CACHE_RE = re.compile(r"\b(L\d[di]?)Cache:\d+\(size=(\d+)\)")
+
+
+def cache_sizes(host: dict | None) -> dict[str, int]:
+    """Bytes of one instance of each cache level (``L1d``, ``L2``, ``L3``, ...)
+    from a host record's hwloc topology (what two processes on one socket
+    share), or {} when the record has none."""
+    topo = ((host or {}).get("cpu") or {}).get("hwloc_synthetic") or ""
+    return {level: int(size) for level, size in _HWLOC_CACHE_RE.findall(topo)}
 
 
 def _detect_virt(flag: str) -> str | None:
