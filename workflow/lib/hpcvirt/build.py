@@ -1,4 +1,4 @@
-"""Builds of the pinned benchmark suites (NPB, IMB, OSU), once per MPI.
+"""Builds of the pinned benchmark suites (NPB, IMB, OSU) and of MILC, once per MPI.
 
 A build takes its source from :func:`hpcvirt.sources.fetch` (mirror or
 official URL, always verified) and compiles it with one MPI's compiler
@@ -76,7 +76,21 @@ COMMPROF_LIB = "lib/libhpcvirt-commprof.so"
 
 #: Where a build's binaries are, below its directory (what a testbed's
 #: ``binary`` names after ``.hpcvirt/suites/<suite>-<mpi>/``).
-BINARY_DIRS = {"npb": "bin", "imb": "bin/IMB-MPI1", "osu": "libexec/osu-micro-benchmarks/mpi"}
+BINARY_DIRS = {"npb": "bin", "imb": "bin/IMB-MPI1", "osu": "libexec/osu-micro-benchmarks/mpi",
+               "milc": "bin/su3_rhmd_hisq"}
+
+#: MILC: the application folder and target built (``su3_rhmd_hisq``, the
+#: RHMD HISQ program nearest the classic benchmark ``ks_imp_dyn/su3_rmd``,
+#: which does not link at the pinned commit), its make variables (MILC's own
+#: defaults -O3 and single precision, stated; CGTIME makes every solve print
+#: its time and iterations), and the rational-function file of MILC's test
+#: suite the project's input uses, installed with the binary.
+MILC_APP, MILC_TARGET = "ks_imp_rhmc", "su3_rhmd_hisq"
+MILC_MAKE_VARS = ("MPP=true", "PRECISION=1", "OPT=-O3", "CTIME=-DCGTIME")
+MILC_RATIONALS = "ks_imp_rhmc/test/rationals.sample.su3_rhmc_hisq_f211"
+#: MPI-1 functions removed in MPI-3 that ``generic/com_mpi.c`` calls, and their MPI-2 replacements.
+MILC_MPI3_RENAMES = (("MPI_Errhandler_create", "MPI_Comm_create_errhandler"),
+                     ("MPI_Errhandler_set", "MPI_Comm_set_errhandler"), ("MPI_Attr_get", "MPI_Comm_get_attr"))
 
 
 #: A testbed ``binary`` that names the project's build of a suite: on the
@@ -142,6 +156,11 @@ RECIPES = {r.suite: r for r in (
            patches=("src_cpp/Makefile: '-g -O0' -> '-g -O2' in CFLAGS and CXXFLAGS",), targets=("IMB-MPI1",)),
     Recipe("osu", "osu-micro-benchmarks", ("cc", "cxx"), "CFLAGS=-O2 CXXFLAGS=-O2",
            targets=("c/mpi (pt2pt, collective, one-sided, startup)",)),
+    Recipe("milc", "MILC", ("cc",), " ".join(MILC_MAKE_VARS) + " (MILC's default OPT and PRECISION, stated)",
+           patches=tuple(f"generic/com_mpi.c: {old}( -> {new}( (MPI-1 function removed in MPI-3)"
+                         for old, new in MILC_MPI3_RENAMES)
+           + (f"top-level Makefile copied into {MILC_APP}/ (MILC's build procedure)",),
+           targets=(f"{MILC_APP}/{MILC_TARGET}", f"share/milc/{Path(MILC_RATIONALS).name} (input data)")),
 )}
 
 
@@ -250,7 +269,26 @@ def _build_osu(src: Path, dest: Path, w: dict, log) -> None:
     _run(["make", "install"], tree, log)
 
 
-BUILDERS = {"npb": _build_npb, "imb": _build_imb, "osu": _build_osu}
+def _build_milc(src: Path, dest: Path, w: dict, log) -> None:
+    tree = _only_dir(src, f"*/{MILC_APP}").parent
+    com = tree / "generic" / "com_mpi.c"
+    text = com.read_text()
+    for old, new in MILC_MPI3_RENAMES:
+        calls = len(re.findall(rf"\b{old}\(", text))
+        if calls != 1:
+            raise BuildError(f"{com}: expected one call of {old} to patch, found {calls}")
+        text = re.sub(rf"\b{old}\(", f"{new}(", text)
+    com.write_text(text)
+    shutil.copy2(tree / "Makefile", tree / MILC_APP / "Makefile")
+    # one make at a time: the application's Makefile builds MILC's libraries by recursive make
+    _run(["make", *MILC_MAKE_VARS, f"MY_CC={w['cc']}", MILC_TARGET], tree / MILC_APP, log)
+    (dest / "bin").mkdir(parents=True)
+    shutil.copy2(tree / MILC_APP / MILC_TARGET, dest / "bin" / MILC_TARGET)
+    (dest / "share" / "milc").mkdir(parents=True)
+    shutil.copy2(tree / MILC_RATIONALS, dest / "share" / "milc" / Path(MILC_RATIONALS).name)
+
+
+BUILDERS = {"npb": _build_npb, "imb": _build_imb, "osu": _build_osu, "milc": _build_milc}
 
 
 # ------------------------------------------------------------------ build

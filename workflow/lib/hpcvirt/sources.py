@@ -71,6 +71,14 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
                ("osu-micro-benchmarks-7.4.tar.gz", "4511e08613fb751e6f7ba9c40ac8becba1320cef88a6d86dfc95e90bcb11bab4",
                 "mirror copy"),
            )),
+    # MILC publishes no release archive for this commit and no checksum of GitHub's archive of it: only the
+    # mirror copy (``git archive`` of the commit without the folders binary_samples, Grid, QPhiX_JLab,
+    # QPhiX_MILC and the file JHW_NEW_PG_ANI.tar.gz, none needed to build) is accepted.
+    Source("MILC", "1e11e121b220433c220310b79de03cb3ee6adba0",
+           ("https://github.com/milc-qcd/milc_qcd/archive/1e11e121b220433c220310b79de03cb3ee6adba0.tar.gz",), (
+               ("milc_qcd-1e11e121.tar.gz", "307c65568ed7c48088a2b031c2a3e714922a80d9535370c0977215f60058da4b",
+                "mirror copy"),
+           )),
 )}
 
 

@@ -45,7 +45,8 @@ COLUMNS: tuple[str, ...] = (
 )
 
 # Units a parser may emit (the schema's unit enum).  Anything else is a bug in the parser.
-UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s", "count", "fraction"})
+UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s", "count", "fraction", "Ry",
+                                   "tau/day"})
 
 
 class ParseError(ValueError):

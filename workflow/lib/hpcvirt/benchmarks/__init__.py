@@ -43,7 +43,7 @@ __all__ = ["MPIS", "PATHS", "REQUIRED", "Benchmark", "Bool", "Choice", "Choices"
 
 # ----------------------------------------------------------------- registry
 #: The benchmark modules, in the order configurations are listed.
-MODULES = ("netpipe", "qperf", "advect", "osu", "npb", "imb", "commprof", "openfoam")
+MODULES = ("netpipe", "qperf", "advect", "osu", "npb", "imb", "commprof", "openfoam", "lammps", "milc", "qe")
 
 
 @dataclass

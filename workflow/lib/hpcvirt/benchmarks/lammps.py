@@ -1,0 +1,144 @@
+"""Molecular dynamics with LAMMPS: the stand-in for NAMD (Atif et al. ran
+NAMD's ApoA1; NAMD is not free software and not in Debian).  Debian's
+``lammps`` (29 Sep 2021, Open MPI build) runs the project's input
+``workflow/inputs/lammps/in.lj``: LAMMPS' classic Lennard-Jones melt
+benchmark, 4 n^3 atoms (n = 20: 32,000, the benchmark's own size), NVE.
+
+LAMMPS prints (rank 0, on standard output)::
+
+    LAMMPS (29 Sep 2021 - Update 2)
+    ...
+      1 by 2 by 1 MPI processor grid
+    Created 32000 atoms
+    ...
+    Step Temp PotEng KinEng TotEng Press
+           0 1.44 -6.7733681 2.1599325 -4.6134356 -5.0197073
+    ...
+        1000 0.70325873 -5.6750827 1.0548551 -4.6202276 0.71125869
+    Loop time of 11.158 on 2 procs for 1000 steps with 32000 atoms
+    Performance: 38716.756 tau/day, 89.622 timesteps/s
+    ...
+    Total wall time: 0:00:11
+
+Emitted metrics:
+
+``loop_time`` (s)           wall time of the run loop (setup excluded)
+``time_per_step`` (us)      loop time / steps
+``performance`` (tau/day)   simulated time per day, the MD throughput (NAMD reports ns/day)
+``energy_drift`` (fraction) |TotEng(last) - TotEng(first)| / |TotEng(first)|
+``atoms`` (count)
+
+Success: the loop ran the declared steps on the launched number of ranks
+(its ``N MPI tasks x M OpenMP threads`` line; ``Loop time ... on P procs``
+counts tasks times threads) with the declared atom count, ``Total wall time`` was printed (LAMMPS ended
+normally), no ``ERROR``/launcher error text, and the total energy drifts by
+less than ``MAX_DRIFT`` over the run.  The bound is a correctness check of
+the integration, not a physics claim: this input drifts by 0.15 % over 1,000
+steps at 1 and 2 ranks here (the cut-off of the unshifted potential);
+a broken run (lost atoms, a corrupted exchange) moves it by far more.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..tidy import Measurement, ParseError
+from .base import Benchmark, Int, Ints, Job, Mpis, Package, Paths
+from .common import check_no_mpi_error, error_re, read_text
+
+INPUT = "workflow/inputs/lammps/in.lj"
+MAX_DRIFT = 0.01
+ERRORS = error_re(r"^ERROR(?: on proc \d+)?:", r"Lost atoms")
+VERSION_RE = re.compile(r"^LAMMPS \(([^)]+)\)", re.M)
+ATOMS_RE = re.compile(r"^Created (\d+) atoms", re.M)
+HEADER_RE = re.compile(r"^\s*Step\s+Temp\s+PotEng\s+KinEng\s+TotEng\s+Press\s*$", re.M)
+LOOP_RE = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms", re.M)
+PERF_RE = re.compile(r"^Performance: ([0-9.eE+-]+) tau/day", re.M)
+TASKS_RE = re.compile(r"^\S+% CPU use with (\d+) MPI tasks x (\d+) OpenMP threads", re.M)
+END_RE = re.compile(r"^Total wall time: \d+:\d\d:\d\d", re.M)
+
+
+def parse(path, expected: dict | None = None) -> list[Measurement]:
+    text = read_text(path)
+    check_no_mpi_error(path, text, ERRORS)
+    version = VERSION_RE.search(text)
+    if not version:
+        raise ParseError(path, "no 'LAMMPS (<version>)' banner: not a LAMMPS output")
+    if not END_RE.search(text):
+        raise ParseError(path, "no 'Total wall time' line: the run did not complete (cut, killed or failed)")
+    loop, perf, header = LOOP_RE.search(text), PERF_RE.search(text), HEADER_RE.search(text)
+    if not (loop and perf and header):
+        raise ParseError(path, "no thermo table, 'Loop time' or 'Performance' line: the run loop did not complete")
+    seconds, procs, steps, atoms = float(loop.group(1)), int(loop.group(2)), int(loop.group(3)), int(loop.group(4))
+    tasks = TASKS_RE.search(text)          # "procs" counts MPI tasks x OpenMP threads
+    ranks, threads = (int(tasks.group(1)), int(tasks.group(2))) if tasks else (procs, 1)
+    table = []
+    for line in text[header.end():loop.start()].strip().splitlines():
+        cells = line.split()
+        try:
+            table.append((int(cells[0]), float(cells[4])))
+        except (IndexError, ValueError):
+            raise ParseError(path, f"a thermo row is cut or malformed: {line.strip()!r}") from None
+    if len(table) < 2 or table[0][0] != 0 or table[-1][0] != steps:
+        raise ParseError(path, f"the thermo table does not run from step 0 to step {steps}")
+    exp = expected or {}
+    for key, got in (("ranks", ranks), ("steps", steps), ("atoms", atoms)):
+        if exp.get(key) not in (None, got):
+            raise ParseError(path, f"the run had {got} {key}, but {exp[key]} were meant")
+    e0, e1 = table[0][1], table[-1][1]
+    drift = abs(e1 - e0) / abs(e0)
+    if not drift < MAX_DRIFT:
+        raise ParseError(path, f"the total energy drifted by {drift:.2%} (from {e0} to {e1}), more than the "
+                               f"{MAX_DRIFT:.0%} a correct run of this input stays within")
+    common = dict(benchmark="lammps", ranks=ranks, variant=f"{atoms} atoms", verified=True,
+                  extra={"suite_version": f"LAMMPS {version.group(1)}", "steps": str(steps),
+                         "omp_threads": str(threads)})
+    return [Measurement(metric="loop_time", unit="s", value=seconds, iteration_count=steps, **common),
+            Measurement(metric="time_per_step", unit="us", value=seconds / steps * 1e6, iteration_count=steps,
+                        **common),
+            Measurement(metric="performance", unit="tau/day", value=float(perf.group(1)), **common),
+            Measurement(metric="energy_drift", unit="fraction", value=drift, **common),
+            Measurement(metric="atoms", unit="count", value=atoms, **common)]
+
+
+class LAMMPS(Benchmark):
+    name = "lammps"
+    experiment = "lammps"
+    title = ("LAMMPS Lennard-Jones melt (in.lj, NVE): the stand-in for NAMD (Atif et al.) over the data paths "
+             "(Ramakrishnan et al.'s interconnect classes)")
+    params = {
+        "mpis": Mpis("MPI libraries (Debian's LAMMPS is built with Open MPI).", ["openmpi"]),
+        "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
+        "paths": Paths("Data paths; `net` spreads the ranks over two hosts (one block per host).", ["shm"]),
+        "cells": Int("fcc unit cells per box edge (4 n^3 atoms; 20: 32,000 atoms, the benchmark's size).", 20,
+                     minimum=2, maximum=200),
+        "steps": Int("Time steps of 0.005 tau.", 1000, minimum=20, maximum=1_000_000),
+    }
+    raw_template = "{mpi}-{path}_c{cells}_s{steps}_n{ranks}"
+    build = Package(("lammps",))
+    metrics = {"loop_time": "s", "time_per_step": "us", "performance": "tau/day", "energy_drift": "fraction",
+               "atoms": "count"}
+    success = (f"LAMMPS ends normally ('Total wall time'), the loop ran the declared steps on the launched ranks, "
+               f"no ERROR or launcher error text, and the total energy drifts by less than {MAX_DRIFT:.0%}")
+
+    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
+        """As declared, with one rank only over shared memory (one rank sends
+        nothing: over TCP or across hosts it would repeat that run)."""
+        return [s for s in super().configurations(exp, offer, kind) if s["ranks"] > 1 or s["path"] == "shm"]
+
+    def job(self, s: dict, entry: dict) -> Job:
+        ranks = s["ranks"]
+        every = max(1, s["steps"] // 10)
+        argv = [entry["binary"], "-in", INPUT, "-var", "n", str(s["cells"]), "-var", "steps",
+                str(s["steps"]), "-var", "every", str(every), "-log", "none", "-nocite"]
+        return Job(argv, mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks,
+                   path=s["path"])
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"ranks": s["ranks"], "steps": s["steps"], "atoms": 4 * s["cells"] ** 3}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        return parse(raw, expected)
+
+
+BENCHMARK = LAMMPS()
