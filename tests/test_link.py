@@ -130,8 +130,9 @@ def test_a_testbed_extends_another_and_bad_settings_name_the_key(tmp_path):
     base = load_testbed(ROOT / "config/testbeds/bridge.yaml")
     assert tb["network"] == {**base["network"], "subnet": "198.18.2.0/24", "rate": "1gbit"}
     assert tb["kind"] == "netns-bridge" and tb["mpi"]["openmpi"]["launcher"] == base["mpi"]["openmpi"]["launcher"]
-    # keys set to null are removed: the variant offers ping-pong, raw TCP and OpenFOAM only
-    assert sorted(k for k in tb["mpi"]["openmpi"] if k not in ("launcher", "env", "paths")) == ["netpipe", "openfoam"]
+    # keys set to null are removed: the variant offers ping-pong, raw TCP and the applications only
+    assert sorted(k for k in tb["mpi"]["openmpi"] if k not in ("launcher", "env", "paths")) == [
+        "lammps", "milc", "netpipe", "openfoam", "qe"]
     assert "imb" not in tb["mpi"]["mpich"] and "netpipe" in tb["mpi"]["mpich"]
     d = tmp_path
     shutil.copy(ROOT / "config/testbeds/bridge.yaml", d / "bridge.yaml")

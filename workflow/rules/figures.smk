@@ -140,3 +140,20 @@ rule study_figures:
         "logs/figures/study_figures.log",
     script:
         "../scripts/redraw.py"
+
+
+rule figure_apps:
+    input:
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        pdf=figure_pdf("apps"),
+    log:
+        notebook="logs/notebooks/09-apps.ipynb",
+    params:
+        what=FIGURE_WHAT["apps"],
+    notebook:
+        "../../notebooks/09-apps.ipynb"

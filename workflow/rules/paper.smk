@@ -22,6 +22,7 @@ rule numbers:
         placement="paper/generated/placement_table.tex",
         npb="paper/generated/npb_table.tex",
         agreement="paper/generated/agreement_table.tex",
+        apps="paper/generated/apps_table.tex",
     log:
         "logs/paper/numbers.log",
     params:

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from hpcvirt.atomic import write_text
-from hpcvirt.paper import agreement_tex, commprof_tex, npb_tex, numbers_tex, overheads_tex, placement_tex, results_table_tex
+from hpcvirt.paper import agreement_tex, apps_tex, commprof_tex, npb_tex, numbers_tex, overheads_tex, placement_tex, results_table_tex
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -29,6 +29,7 @@ with open(snakemake.log[0], "w") as log:
         + npb_macros + agree_macros + commprof_tex(summary),
     )
     write_text(snakemake.output.npb, npb_table)
+    write_text(snakemake.output.apps, apps_tex(tidy))
     write_text(snakemake.output.agreement, agree_table)
     write_text(snakemake.output.overheads, ovh_table)
     write_text(snakemake.output.placement, place_table)

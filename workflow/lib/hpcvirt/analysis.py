@@ -311,3 +311,59 @@ def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     m = pd.concat([m[keep], parts], axis=1).astype({"src": int, "dst": int})
     return (shares.sort_values(["kernel", "testbed"]).reset_index(drop=True),
             m.sort_values(["kernel", "testbed", "src", "dst"]).reset_index(drop=True))
+
+
+#: The applications and the time metric each is compared by (Ramakrishnan
+#: et al.'s Fig. 1: performance relative to the fastest interconnect at the
+#: lowest core count).
+APP_TIMES = {"lammps": "loop_time", "milc": "wall_time", "qe-pw": "wall_time", "openfoam-dambreak": "wall_time"}
+
+#: The interconnect class a configuration stands for, from its tidy columns.
+def interconnect_class(virtualization: str, interconnect: str, link: str | None) -> str:
+    v, link = str(virtualization), (link if isinstance(link, str) else "")
+    if v == "none":
+        return {"shm": "shared memory", "tcp-loopback": "TCP loopback"}.get(interconnect, interconnect)
+    where = "guests" if v.startswith("qemu") else "bridge" if v == "netns-bridge" else v
+    rate = link.replace("rate ", "").replace("gbit", " Gbit/s").replace("mbit", " Mbit/s") if link else ""
+    return f"{where}, {rate}" if rate else (f"{where} (TCG)" if v.startswith("qemu-tcg") else where)
+
+
+def app_scaling(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
+    """Per application (benchmark, input variant, MPI) and configuration
+    (testbed, interconnect class, ranks): performance relative to the
+    reference, T(reference) / T, paired by interleaved round, median [CI].
+    The reference is the native shared-memory run at the lowest rank count
+    (the fastest class at the lowest count, as in Ramakrishnan et al.)."""
+    d = tidy[tidy["benchmark"].isin(list(times))]
+    d = d[d["metric"] == d["benchmark"].map(times)]
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(link=d["link"] if "link" in d else "")
+    keys = ["benchmark", "variant", "mpi"]
+    cfg = ["testbed", "virtualization", "interconnect", "link", "ranks"]
+    per = d.groupby([*keys, *cfg, "rep"], dropna=False)["value"].median().reset_index()
+    rows = []
+    for (bench, variant, mpi), g in per.groupby(keys, sort=True):
+        native = g[(g["virtualization"] == "none") & (g["interconnect"] == "shm")]
+        if native.empty:
+            continue
+        low = native["ranks"].min()
+        ref = native[native["ranks"] == low]
+        ref_tb = sorted(ref["testbed"].unique())[0]
+        ref = ref[ref["testbed"] == ref_tb].set_index("rep")["value"]
+        for key, s in g.groupby(cfg, sort=True, dropna=False):
+            t = s.set_index("rep")["value"]
+            both = t.index.intersection(ref.index)
+            if not len(both):
+                continue
+            ci = stats.median_ci((ref[both] / t[both]).to_numpy())
+            tci = stats.median_ci(t.to_numpy())
+            tb, virt, ic, link, ranks = key
+            rows.append(dict(benchmark=bench, variant=variant, mpi=mpi, testbed=tb, virtualization=virt,
+                             interconnect=ic, link=link if isinstance(link, str) else "",
+                             klass=interconnect_class(virt, ic, link), ranks=int(ranks), time=tci["median"],
+                             time_lo=tci["ci_low"], time_hi=tci["ci_high"], perf=ci["median"], perf_lo=ci["ci_low"],
+                             perf_hi=ci["ci_high"], n=ci["n"], ci_level=ci["ci_level"],
+                             reference=f"{ref_tb}, shared memory, {int(low)} rank{'s' if low > 1 else ''}",
+                             ref_ranks=int(low)))
+    return pd.DataFrame(rows)

@@ -50,6 +50,11 @@ FIGURES = (
     Figure("commprof", "08-commprof", "commprof", what=(
         "Communication profiles of NPB kernels after Atif et al.'s Fig. 3 (the project's PMPI profiler, a stand-in "
         "for IPM): bytes sent per rank pair, and the share of run time inside MPI, natively and across the bridge.")),
+    Figure("apps", "09-apps", "lammps", what=(
+        "The studies' applications over the interconnect classes in the layout of Ramakrishnan et al.'s Fig. 1: "
+        "performance relative to the native shared-memory run at the lowest rank count, paired by round, over the "
+        "rank count (log-log, with ideal scaling), per interconnect class: shared memory, TCP loopback, the bridge "
+        "unlimited and limited to 10 and 1 Gbit/s.")),
 )
 
 ACCELERATORS = {
