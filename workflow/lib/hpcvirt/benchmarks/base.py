@@ -263,3 +263,17 @@ class Benchmark:
     # -- parsing
     def parse(self, raw, expected: dict) -> list:
         raise NotImplementedError
+
+
+class Application(Benchmark):
+    """An MPI application over the data paths: its ranks on one host (path
+    ``shm`` or ``tcp``), or split into two blocks over two hosts (``net``).
+    One rank exchanges nothing, so it runs only once, over shared memory."""
+
+    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
+        return [s for s in super().configurations(exp, offer, kind) if s["ranks"] > 1 or s["path"] == "shm"]
+
+    def app_job(self, argv: list[str], s: dict) -> Job:
+        ranks = s["ranks"]
+        return Job(argv, mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks,
+                   path=s["path"])

@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Int, Ints, Job, Mpis, Package, Paths
+from .base import Application, Int, Ints, Job, Mpis, Package, Paths
 from .common import check_no_mpi_error, error_re, read_text
 
 INPUT = "workflow/inputs/lammps/in.lj"
@@ -101,7 +101,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
             Measurement(metric="atoms", unit="count", value=atoms, **common)]
 
 
-class LAMMPS(Benchmark):
+class LAMMPS(Application):
     name = "lammps"
     experiment = "lammps"
     title = ("LAMMPS Lennard-Jones melt (in.lj, NVE): the stand-in for NAMD (Atif et al.) over the data paths "
@@ -121,18 +121,10 @@ class LAMMPS(Benchmark):
     success = (f"LAMMPS ends normally ('Total wall time'), the loop ran the declared steps on the launched ranks, "
                f"no ERROR or launcher error text, and the total energy drifts by less than {MAX_DRIFT:.0%}")
 
-    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
-        """As declared, with one rank only over shared memory (one rank sends
-        nothing: over TCP or across hosts it would repeat that run)."""
-        return [s for s in super().configurations(exp, offer, kind) if s["ranks"] > 1 or s["path"] == "shm"]
-
     def job(self, s: dict, entry: dict) -> Job:
-        ranks = s["ranks"]
         every = max(1, s["steps"] // 10)
-        argv = [entry["binary"], "-in", INPUT, "-var", "n", str(s["cells"]), "-var", "steps",
-                str(s["steps"]), "-var", "every", str(every), "-log", "none", "-nocite"]
-        return Job(argv, mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks,
-                   path=s["path"])
+        return self.app_job([entry["binary"], "-in", INPUT, "-var", "n", str(s["cells"]), "-var", "steps",
+                             str(s["steps"]), "-var", "every", str(every), "-log", "none", "-nocite"], s)
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"ranks": s["ranks"], "steps": s["steps"], "atoms": 4 * s["cells"] ** 3}

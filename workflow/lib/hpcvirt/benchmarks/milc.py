@@ -78,7 +78,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Int, Ints, Job, Mpis, Paths, PinnedSource
+from .base import Application, Choices, Int, Ints, Job, Mpis, Paths, PinnedSource
 from .common import check_no_mpi_error, error_re, read_text
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
@@ -268,7 +268,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
             Measurement(metric="cg_iterations", unit="count", value=total_iters, **common)]
 
 
-class MILC(Benchmark):
+class MILC(Application):
     name = "milc"
     experiment = "milc"
     title = ("MILC lattice QCD (su3_rhmd_hisq, 2+1+1 HISQ flavours): time per trajectory and per CG iteration, "
@@ -301,16 +301,8 @@ class MILC(Benchmark):
                     f"lattice by the prime factors of the rank count, into at least 3 sites a direction): {bad}")
         return None
 
-    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
-        """As declared, with one rank only over shared memory (one rank sends
-        nothing: over TCP or across hosts it would repeat that run)."""
-        return [s for s in super().configurations(exp, offer, kind) if s["ranks"] > 1 or s["path"] == "shm"]
-
     def job(self, s: dict, entry: dict) -> Job:
-        ranks = s["ranks"]
-        argv = [entry.get("wrapper", WRAPPER), entry["binary"], s["lattice"], str(s["trajectories"])]
-        return Job(argv, mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks,
-                   path=s["path"])
+        return self.app_job([entry.get("wrapper", WRAPPER), entry["binary"], s["lattice"], str(s["trajectories"])], s)
 
     testbed_keys = {
         "wrapper": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%-]+$", "default": WRAPPER,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Int, Ints, Job, Mpis, Package, Paths
+from .base import Application, Int, Ints, Job, Mpis, Package, Paths
 from .common import check_no_mpi_error, error_re, read_text
 
 CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
@@ -87,7 +87,7 @@ def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Me
             Measurement(metric="cells", unit="count", value=cells, **common)]
 
 
-class OpenFOAM(Benchmark):
+class OpenFOAM(Application):
     name = "openfoam"
     experiment = "openfoam"
     title = ("OpenFOAM 1912 damBreak (interFoam, laminar): solver wall time, speed-up and efficiency per set-up "
@@ -108,14 +108,8 @@ class OpenFOAM(Benchmark):
     success = ("the staging steps succeed, the solver reaches the end time and ends normally ('end'), "
                "no FOAM FATAL ERROR and no launcher error text")
 
-    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
-        """As declared, without one rank spread over hosts (path net needs two ranks)."""
-        return [s for s in super().configurations(exp, offer, kind) if not (s["path"] == "net" and s["ranks"] < 2)]
-
     def job(self, s: dict, entry: dict) -> Job:
-        ranks = s["ranks"]
-        return Job([entry["binary"], CASE, str(s["refine_pct"]), f"{s['end_time_ms'] / 1000:g}"], mpi=s["mpi"],
-                   ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks, path=s["path"])
+        return self.app_job([entry["binary"], CASE, str(s["refine_pct"]), f"{s['end_time_ms'] / 1000:g}"], s)
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"ranks": s["ranks"], "end_time": s["end_time_ms"] / 1000,

@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Int, Ints, Job, Mpis, Package, Paths
+from .base import Application, Int, Ints, Job, Mpis, Package, Paths
 from .common import check_no_mpi_error, error_re, read_text
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
@@ -173,7 +173,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
             Measurement(metric="total_energy", unit="Ry", value=e, **common)]
 
 
-class QuantumEspresso(Benchmark):
+class QuantumEspresso(Application):
     name = "qe"
     experiment = "qe"
     title = ("Quantum ESPRESSO 6.7 pw.x, bulk-Si scf (plane-wave DFT, the stand-in for PARATEC of Ramakrishnan "
@@ -196,11 +196,6 @@ class QuantumEspresso(Benchmark):
                "energy is within 1e-5 Ry of the input's reference energy (rows of an input without one are "
                "unverified)")
 
-    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
-        """As declared, with one rank only over shared memory (one rank sends
-        nothing: over TCP or across hosts it would repeat that run)."""
-        return [s for s in super().configurations(exp, offer, kind) if s["ranks"] > 1 or s["path"] == "shm"]
-
     testbed_keys = {
         "pseudo": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%-]+$",
                    "description": "The silicon pseudopotential (Si.pz-vbc.UPF, or .UPF.gz) where the ranks see it "
@@ -208,10 +203,8 @@ class QuantumEspresso(Benchmark):
     }
 
     def job(self, s: dict, entry: dict) -> Job:
-        ranks = s["ranks"]
-        return Job([entry["binary"], entry.get("pseudo", PSEUDO), str(s["supercell"]), str(s["ecutwfc"]),
-                    str(s["kpoints"])],
-                   mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks, path=s["path"])
+        return self.app_job([entry["binary"], entry.get("pseudo", PSEUDO), str(s["supercell"]), str(s["ecutwfc"]),
+                             str(s["kpoints"])], s)
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         ref = reference(s["supercell"], s["ecutwfc"], s["kpoints"])
