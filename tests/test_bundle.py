@@ -51,7 +51,7 @@ def test_bundle_rebuilds_the_paper_offline(tmp_path):
     assert info["commit"] == commit.strip() and top.name == f"hpcvirt-{info['commit'][:12]}"
     # the archived campaign, its sources (as the suites' builds recorded them) and the locked wheels
     assert (top / "data/results" / info["campaign"] / "summary.csv").exists()
-    assert {s["name"] for s in info["sources"]} == {"NPB", "IMB", "osu-micro-benchmarks"}
+    assert {s["name"] for s in info["sources"]} == {"NPB", "IMB", "osu-micro-benchmarks", "MILC"}
     for s in info["sources"]:
         assert (top / "bundle/sources" / s["file"]).exists()
     locked = {line.split("==")[0].lower().replace("-", "_") for line in (top / "requirements.lock").read_text().split()
