@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.measure import MeasurementError, clear_partials, drop_kept, keep, restore_kept, run_measurement
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +110,7 @@ ROUND_STUDY = {
                      "by_kind": {}},
         "tcp": {"enabled": True, "tests": ["tcp_lat", "tcp_bw"], "min_bytes": 8, "max_bytes": 512, "factor": 64,
                 "seconds_per_size": 1},
-        **{name: {"enabled": False} for name in ("placement", "imb", "osu", "npb", "profile", "openfoam")},
+        **{b.experiment: {"enabled": False} for b in REGISTRY if b.experiment not in ("pingpong", "tcp")},
     },
 }
 

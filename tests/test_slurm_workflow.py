@@ -254,7 +254,7 @@ def test_tiny_study_through_slurm_matches_local_executor(cluster):
     via_local = pd.read_csv(work / target.format(c="via-local", t="local"))
     assert list(via_slurm.columns) == list(via_local.columns) == list(COLUMNS)
     assert row_keys(via_slurm) == row_keys(via_local)
-    assert (via_slurm["value"] > 0).all()
+    assert (via_slurm.loc[via_slurm["unit"] != "Ry", "value"] > 0).all()      # energies are negative
     assert pd.read_csv(work / "data/results/via-slurm/local-slurm/rejected.csv").empty
 
     # inside the allocation the measurements ran in the study's interleaved order
