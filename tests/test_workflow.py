@@ -184,7 +184,13 @@ def test_tiny_study_end_to_end(tmp_path):
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
     assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep", "commprof-cg",
-                                      "openfoam-dambreak"}
+                                      "openfoam-dambreak", "lammps", "milc", "qe-pw"}
+    # the applications: 1 and 2 ranks on this host, 2 ranks across the two namespaces, each result checked
+    for bench, metric in (("lammps", "loop_time"), ("milc", "wall_time"), ("qe-pw", "wall_time")):
+        app = tidy[(tidy["benchmark"] == bench) & (tidy["metric"] == metric)]
+        assert sorted(app["ranks"]) == [1, 2] and app["verified"].all() and (app["value"] > 0).all(), bench
+        appb = pd.read_csv(res / "bridge/tidy.csv").query(f"benchmark == '{bench}' and metric == '{metric}'")
+        assert appb[["ranks", "nodes"]].values.tolist() == [[2, 2]], bench
     # OpenFOAM's damBreak (the tutorial's mesh): 1 and 2 ranks on this host, 2 ranks on the two namespaces
     of = tidy[(tidy["benchmark"] == "openfoam-dambreak") & (tidy["metric"] == "wall_time")]
     assert sorted(of["ranks"]) == [1, 2] and set(of["variant"]) == {"2268 cells"} and (of["value"] > 0).all()

@@ -1,4 +1,6 @@
 # Figures are drawn by notebooks that read only the aggregated tables.
+# A notebook job is retried once: a Jupyter kernel that fails to start (it
+# happens under load) must not fail the paper.
 # Each is registered for the HTML report (snakemake --report, `make report`)
 # with a caption (workflow/report/figure.rst, params.what) and labels read
 # from the campaign's tables when the report is made (figure_pdf).  One
@@ -14,6 +16,7 @@ rule figure_pingpong:
         pdf=figure_pdf("pingpong"),
     log:
         notebook="logs/notebooks/01-pingpong.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["pingpong"],
     notebook:
@@ -27,6 +30,7 @@ rule figure_datapaths:
         pdf=figure_pdf("datapaths"),
     log:
         notebook="logs/notebooks/02-datapaths.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["datapaths"],
         latency_bytes=STUDY["paper"]["latency_bytes"],
@@ -41,6 +45,7 @@ rule figure_placement:
         pdf=figure_pdf("placement"),
     log:
         notebook="logs/notebooks/03-placement.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["placement"],
     notebook:
@@ -54,6 +59,7 @@ rule figure_npb:
         pdf=figure_pdf("npb"),
     log:
         notebook="logs/notebooks/04-npb.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["npb"],
     notebook:
@@ -71,6 +77,7 @@ rule figure_npbnorm:
         pdf=figure_pdf("npbnorm"),
     log:
         notebook="logs/notebooks/05-npbnorm.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["npbnorm"],
     notebook:
@@ -84,6 +91,7 @@ rule figure_osu:
         pdf=figure_pdf("osu"),
     log:
         notebook="logs/notebooks/06-osu.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["osu"],
     notebook:
@@ -101,6 +109,7 @@ rule figure_agreement:
         pdf=figure_pdf("agreement"),
     log:
         notebook="logs/notebooks/07-agreement.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["agreement"],
         latency_bytes=STUDY["paper"]["latency_bytes"],
@@ -115,6 +124,7 @@ rule figure_commprof:
         pdf=figure_pdf("commprof"),
     log:
         notebook="logs/notebooks/08-commprof.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["commprof"],
     notebook:
@@ -153,6 +163,7 @@ rule figure_apps:
         pdf=figure_pdf("apps"),
     log:
         notebook="logs/notebooks/09-apps.ipynb",
+    retries: 1
     params:
         what=FIGURE_WHAT["apps"],
     notebook:
