@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .benchmarks import REGISTRY
+from .benchmarks import REGISTRY, Application
 from .tidy import COLUMNS, ParseError, to_rows
 
 # Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
@@ -313,10 +313,10 @@ def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
             m.sort_values(["kernel", "testbed", "src", "dst"]).reset_index(drop=True))
 
 
-#: The applications and the time metric each is compared by (Ramakrishnan
-#: et al.'s Fig. 1: performance relative to the fastest interconnect at the
-#: lowest core count).
-APP_TIMES = {"lammps": "loop_time", "milc": "wall_time", "qe-pw": "wall_time", "openfoam-dambreak": "wall_time"}
+#: The applications (their rows' benchmark) and the time metric each is
+#: compared by (Ramakrishnan et al.'s Fig. 1: performance relative to the
+#: fastest interconnect at the lowest core count), from their declarations.
+APP_TIMES = {b.row_name: b.time_metric for b in REGISTRY if isinstance(b, Application)}
 
 #: The interconnect class a configuration stands for, from its tidy columns.
 def interconnect_class(virtualization: str, interconnect: str, link: str | None) -> str:

@@ -268,7 +268,12 @@ class Benchmark:
 class Application(Benchmark):
     """An MPI application over the data paths: its ranks on one host (path
     ``shm`` or ``tcp``), or split into two blocks over two hosts (``net``).
-    One rank exchanges nothing, so it runs only once, over shared memory."""
+    One rank exchanges nothing, so it runs only once, over shared memory.
+    ``row_name`` is the benchmark its tidy rows carry and ``time_metric`` the
+    metric its runs are compared by across the interconnect classes."""
+
+    row_name: ClassVar[str]
+    time_metric: ClassVar[str] = "wall_time"
 
     def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
         return [s for s in super().configurations(exp, offer, kind) if s["ranks"] > 1 or s["path"] == "shm"]

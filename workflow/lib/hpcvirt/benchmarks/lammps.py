@@ -103,6 +103,8 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
 
 class LAMMPS(Application):
     name = "lammps"
+    row_name = "lammps"
+    time_metric = "loop_time"
     experiment = "lammps"
     title = ("LAMMPS Lennard-Jones melt (in.lj, NVE): the stand-in for NAMD (Atif et al.) over the data paths "
              "(Ramakrishnan et al.'s interconnect classes)")
