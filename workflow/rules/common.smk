@@ -158,6 +158,24 @@ ROUND_GROUPS = [
     for i, (reps, configs) in enumerate(matrix.round_groups(STUDY, tb))
 ]
 
+# Rounds of this campaign with some outputs already there, per group: {rep: missing configurations}
+# (rounds with all their outputs need no job; rounds with none are measured by the group's rule).
+ROUND_STARTED = {}
+for _tb, _i, _reps, _configs in ROUND_GROUPS:
+    ROUND_STARTED[(_tb, _i)] = {}
+    for _rep in _reps:
+        _have = [
+            Path(matrix.raw_path(CAMPAIGN, c, _rep)).exists()
+            and Path(matrix.raw_path(CAMPAIGN, c, _rep, "json")).exists()
+            for c in _configs
+        ]
+        if any(_have) and not all(_have):
+            ROUND_STARTED[(_tb, _i)][_rep] = [
+                c for c, h in zip(_configs, _have) if not h
+            ]
+        elif all(_have):
+            ROUND_STARTED[(_tb, _i)][_rep] = []
+
 
 def round_priority_for(configs):
     """Priority of a round job: that of its earliest measurement."""

@@ -37,6 +37,8 @@ rule measure:
 
 
 for _round_tb, _i, _reps, _configs in ROUND_GROUPS:
+    # rounds that have none of their outputs yet: one rule, the round as a wildcard
+    _fresh = [r for r in _reps if r not in ROUND_STARTED[(_round_tb, _i)]]
 
     rule:
         name:
@@ -47,7 +49,7 @@ for _round_tb, _i, _reps, _configs in ROUND_GROUPS:
         log:
             f"logs/measure_round/{{campaign}}/{_round_tb}/rep-{{rep}}.log",
         wildcard_constraints:
-            rep="|".join(str(r) for r in _reps),
+            rep="|".join(str(r) for r in _fresh) or "(?!)",
         priority: round_priority_for(_configs)
         threads: workflow.cores
         resources:
@@ -58,3 +60,31 @@ for _round_tb, _i, _reps, _configs in ROUND_GROUPS:
             f"measure round {{wildcards.rep}} on {_round_tb} (guests boot once per round)"
         script:
             "../scripts/measure_round.py"
+
+    # rounds of this campaign that have some of their outputs (the archive, when the study
+    # gains a configuration): a rule whose outputs are only the missing ones, so that the
+    # workflow manager never removes a finished measurement before rerunning the round
+    for _rep, _missing in ROUND_STARTED[(_round_tb, _i)].items():
+        if not _missing:
+            continue  # the whole round is there
+
+        rule:
+            name:
+                f"measure_round_{_round_tb.replace('-', '_')}_{_i}_rep{_rep}"
+            output:
+                raw=[protected(matrix.raw_path(CAMPAIGN, c, _rep)) for c in _missing],
+                prov=[matrix.raw_path(CAMPAIGN, c, _rep, "json") for c in _missing],
+            log:
+                f"logs/measure_round/{CAMPAIGN}/{_round_tb}/rep-{_rep}.log",
+            priority: max(PRIORITIES.get((c.testbed, c.benchmark, c.params, _rep), 0) for c in _missing)
+            threads: workflow.cores
+            resources:
+                benchmark=1,
+            params:
+                testbed=_round_tb,
+                rep=_rep,
+                campaign=CAMPAIGN,
+            message:
+                f"measure round {_rep} on {_round_tb}: the {len(_missing)} missing measurements (guests boot once per round)"
+            script:
+                "../scripts/measure_round.py"

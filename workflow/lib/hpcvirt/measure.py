@@ -244,9 +244,11 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
 
     pending = []
     for c, raw, prov in items:
+        there = Path(raw).exists() and Path(prov).exists()
         if restore_kept(raw, prov):
-            print(f"kept: {c.benchmark}/{c.params} rep {rep} (finished by an earlier, interrupted attempt "
-                  f"of this round)", file=sys.stderr)
+            why = "measured before (a round of the campaign the study has grown since)" if there else \
+                "finished by an earlier, interrupted attempt of this round"
+            print(f"kept: {c.benchmark}/{c.params} rep {rep} ({why})", file=sys.stderr)
         else:
             pending.append((c, raw, prov))
     if not pending:
