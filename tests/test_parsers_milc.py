@@ -52,7 +52,7 @@ def test_the_references_are_those_printed_by_every_rank_count_and_mpi():
     """1 and 2 ranks, Open MPI and MPICH printed the same observables (the check's premise)."""
     for name, _, lattice, _ in GOOD:
         observed = milc._observables((FIX / name).read_text())
-        assert observed == milc.REFERENCE[lattice][:len(observed)]
+        assert observed == milc.REFERENCE[lattice, milc.STEPS][:len(observed)]
 
 
 @pytest.mark.parametrize("fixture, needle", [
@@ -115,10 +115,22 @@ def test_the_declaration():
     assert job.argv == ["workflow/scripts/milc-run", ".hpcvirt/suites/milc-openmpi/bin/su3_rhmd_hisq", "8x8x8x8", "1"]
     assert (job.ranks, job.block, job.path) == (4, 2, "net")
     assert BENCHMARK.raw_params(s) == "openmpi-net_l8x8x8x8_t1_n4"
-    assert BENCHMARK.expected(s, []) == {"ranks": 4, "lattice": "8x8x8x8", "trajectories": 1}
+    assert BENCHMARK.expected(s, []) == {"ranks": 4, "lattice": "8x8x8x8", "trajectories": 1, "steps": 12}
     exp = {"mpis": ["openmpi"], "ranks": [1, 2], "paths": ["shm", "net"], "lattices": ["8x8x8x8"], "trajectories": 1}
     assert [(c["path"], c["ranks"]) for c in BENCHMARK.configurations(exp, None)] == [
         ("shm", 1), ("shm", 2), ("net", 2)]
+    # short trajectories: the steps go on the command line and into the raw-output name
+    short = {**s, "lattice": "4x4x4x6", "steps": 2}
+    assert BENCHMARK.job(short, {"binary": "m"}).argv == ["workflow/scripts/milc-run", "m", "4x4x4x6", "1", "2"]
+    assert BENCHMARK.raw_params(short) == "openmpi-net_l4x4x4x6_t1_n4_s2"
+    # input sets are not crossed: the large input and beside it the guests' short one
+    exp = {**exp, "ranks": [2], "paths": ["net"], "inputs": [{}, {"lattice": "4x4x4x6", "steps": 2}]}
+    assert BENCHMARK.check({**exp, "steps": 12}) is None
+    assert [(c["lattice"], c.get("steps")) for c in BENCHMARK.configurations(exp, None)] == [
+        ("8x8x8x8", None), ("4x4x4x6", 2)]
+    # an input without references is refused before any job runs
+    assert "no reference values for (lattice, steps) [('8x8x8x8', 2)]" in BENCHMARK.check(
+        {**exp, "steps": 12, "inputs": [{"steps": 2}]})
     assert build.BINARY_DIRS["milc"] == "bin/su3_rhmd_hisq" and "milc" in build.BUILDERS
     assert build.RECIPES["milc"].source == "MILC"
 

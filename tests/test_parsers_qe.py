@@ -172,6 +172,32 @@ def test_the_declaration():
     assert b.expected({**s, "path": "net"}, [])["nodes"] == 2
     assert b.expected({**s, "ecutwfc": 30}, [])["reference_energy_ry"] is None
     assert b.schema()["properties"]["mpis"]["default"] == ["openmpi"]
+    # hosts without a shared file system (guests): each host's first rank stages the run directory
+    assert b.job(s, {"binary": "qe-pw", "stage": "per-host"}).argv[-1] == "per-host"
+    assert b.job(s, {"binary": "qe-pw", "stage": "shared"}).argv == b.job(s, {"binary": "qe-pw"}).argv
+
+
+def test_input_sets_are_not_crossed():
+    """The large input and the guests' small one, each one configuration; the
+    small one is valid config (schema) and has a reference energy."""
+    import jsonschema
+
+    b = qe.BENCHMARK
+    exp = {**{k: p.default for k, p in b.params.items()}, "ranks": [2], "paths": ["net"],
+           "inputs": [{}, {"ecutwfc": 24, "kpoints": 1}]}
+    confs = b.configurations(exp, None)
+    assert [(c["ecutwfc"], c["kpoints"]) for c in confs] == [(36, 6), (24, 1)]
+    assert all(qe.reference(c["supercell"], c["ecutwfc"], c["kpoints"]) is not None for c in confs)
+    assert len({b.raw_params(c) for c in confs}) == 2
+    schema = b.schema()
+    jsonschema.validate({"inputs": [{}, {"ecutwfc": 24, "kpoints": 1}]}, schema)
+    jsonschema.validate({"by_kind": {"qemu": {"inputs": [{"kpoints": 1}]}}}, schema)
+    for bad in ({"inputs": [{"ranks": 2}]}, {"inputs": [{"kpoints": 0}]}, {"inputs": []}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    # by_kind replaces the input sets on testbeds of that kind
+    exp["by_kind"] = {"qemu": {"inputs": [{"ecutwfc": 24, "kpoints": 1}]}}
+    assert [(c["ecutwfc"], c["kpoints"]) for c in b.configurations(exp, None, "qemu")] == [(24, 1)]
 
 
 def test_the_metric_units_are_tidy_units():

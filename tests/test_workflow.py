@@ -191,6 +191,10 @@ def test_tiny_study_end_to_end(tmp_path):
         assert sorted(app["ranks"]) == [1, 2] and app["verified"].all() and (app["value"] > 0).all(), bench
         appb = pd.read_csv(res / "bridge/tidy.csv").query(f"benchmark == '{bench}' and metric == '{metric}'")
         assert appb[["ranks", "nodes"]].values.tolist() == [[2, 2]], bench
+        # and in the two guests, on their small input, each result checked there too
+        appv = pd.read_csv(res / "vm/tidy.csv").query(f"benchmark == '{bench}' and metric == '{metric}'")
+        assert appv[["ranks", "nodes"]].values.tolist() == [[2, 2]] and appv["verified"].all(), bench
+        assert set(appv["variant"]).isdisjoint(app["variant"]), bench    # not the host's input
     # OpenFOAM's damBreak (the tutorial's mesh): 1 and 2 ranks on this host, 2 ranks on the two namespaces
     of = tidy[(tidy["benchmark"] == "openfoam-dambreak") & (tidy["metric"] == "wall_time")]
     assert sorted(of["ranks"]) == [1, 2] and set(of["variant"]) == {"2268 cells"} and (of["value"] > 0).all()

@@ -168,3 +168,21 @@ rule figure_apps:
         what=FIGURE_WHAT["apps"],
     notebook:
         "../../notebooks/09-apps.ipynb"
+
+
+rule figure_speedup:
+    input:
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        pdf=figure_pdf("speedup"),
+    log:
+        notebook="logs/notebooks/10-speedup.ipynb",
+    retries: 1
+    params:
+        what=FIGURE_WHAT["speedup"],
+    notebook:
+        "../../notebooks/10-speedup.ipynb"

@@ -14,9 +14,13 @@
 #   The guest also gets the placement benchmark, compiled here with the host's
 #   MPI compiler wrappers (same package versions as in the guest):
 #   /usr/local/bin/hpcvirt-advect-openmpi, /usr/local/bin/hpcvirt-advect-mpich
-#   and the host's builds of the pinned suites (NPB, IMB, OSU; python -m
+#   and the host's builds of the pinned suites (NPB, IMB, OSU, MILC; python -m
 #   hpcvirt.build, the same binaries the host runs) under
-#   /opt/hpcvirt/suites/<suite>-<mpi>/, each with its build.json
+#   /opt/hpcvirt/suites/<suite>-<mpi>/, each with its build.json.
+#   The applications' per-rank wrappers and inputs are copied to the paths
+#   they have in the repository, under /opt/hpcvirt (workflow/scripts/...,
+#   workflow/inputs/...): commands in the guests run from /opt/hpcvirt, so a
+#   testbed entry names them as it does on the host.
 #   .complete             written last; its presence means the cache entry is usable
 # The last line printed on stdout is the output directory.
 #
@@ -29,7 +33,7 @@
 # Recommends are not installed.  SOURCE_DATE_EPOCH is fixed.
 set -euo pipefail
 
-FORMAT=4                        # bump when the image layout/customisation changes
+FORMAT=5                        # bump when the image layout/customisation changes
 SUITE=bookworm
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}   # 2024-01-01T00:00:00Z
 ROOTFS_SIZE=${HPCVIRT_GUEST_ROOTFS_SIZE:-2G}
@@ -43,7 +47,10 @@ PACKAGES=(
   linux-image-cloud-amd64 openssh-server openmpi-bin mpich
   netpipe-openmpi netpipe-mpich2 qperf iproute2 libgfortran5
   systemd-sysv udev kmod initramfs-tools netbase procps
+  lammps quantum-espresso quantum-espresso-data
 )
+# The applications' wrappers and inputs the guests get (relative to the repository).
+APP_FILES=(workflow/scripts/milc-run workflow/scripts/qe-pw workflow/inputs)
 
 print_key=0; force=0
 for a in "$@"; do
@@ -72,7 +79,10 @@ done
 spec=$(printf '%s' "$spec" | LC_ALL=C sort)
 params="format=$FORMAT suite=$SUITE sde=$SOURCE_DATE_EPOCH size=$ROOTFS_SIZE variant=apt no-recommends"
 here=$(cd "$(dirname "$0")" && pwd)
-src_sum=$(cat "$here/build-guest-image.sh" "$here/../src/advect.c" "$here/build-advect.sh" | sha256sum | cut -c1-64)
+repo=$(cd "$here/../.." && pwd)
+src_sum=$( { cat "$here/build-guest-image.sh" "$here/../src/advect.c" "$here/build-advect.sh"
+             (cd "$repo" && find "${APP_FILES[@]}" -type f | LC_ALL=C sort | xargs sha256sum); } \
+           | sha256sum | cut -c1-64)
 # The pinned suites of both MPIs (python -m hpcvirt.build): their build keys
 # ("<suite> <mpi> <suite>-<mpi>-<key>") enter the image key; they are built
 # (or reused) only when the image is.
@@ -183,6 +193,7 @@ mmdebstrap \
   --customize-hook="install -m 0755 $files/hpcvirt-net \"\$1/usr/local/sbin/hpcvirt-net\"" \
   --customize-hook="install -m 0755 $files/hpcvirt-advect-openmpi $files/hpcvirt-advect-mpich \"\$1/usr/local/bin/\"" \
   "${suite_hooks[@]}" \
+  --customize-hook="mkdir -p \"\$1/opt/hpcvirt\"; cd \"$repo\" && cp -a --parents ${APP_FILES[*]} \"\$1/opt/hpcvirt/\"" \
   --customize-hook="install -m 0644 $files/hpcvirt-net.service \"\$1/etc/systemd/system/hpcvirt-net.service\"" \
   --customize-hook='chroot "$1" systemctl enable hpcvirt-net.service' \
   --customize-hook='chroot "$1" systemctl mask systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service e2scrub_all.timer fstrim.timer man-db.timer 2>/dev/null || true' \

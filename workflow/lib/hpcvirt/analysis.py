@@ -328,29 +328,53 @@ def interconnect_class(virtualization: str, interconnect: str, link: str | None)
     return f"{where}, {rate}" if rate else (f"{where} (TCG)" if v.startswith("qemu-tcg") else where)
 
 
-def app_scaling(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
-    """Per application (benchmark, input variant, MPI) and configuration
-    (testbed, interconnect class, ranks): performance relative to the
-    reference, T(reference) / T, paired by interleaved round, median [CI].
-    The reference is the native shared-memory run at the lowest rank count
-    (the fastest class at the lowest count, as in Ramakrishnan et al.)."""
+def _app_times(tidy: pd.DataFrame, times: dict[str, str]) -> pd.DataFrame:
+    """The applications' time per (benchmark, variant, mpi, configuration, round)."""
     d = tidy[tidy["benchmark"].isin(list(times))]
     d = d[d["metric"] == d["benchmark"].map(times)]
     if d.empty:
         return pd.DataFrame()
-    d = d.assign(link=d["link"] if "link" in d else "")
+    d = d.assign(link=d["link"].fillna("") if "link" in d else "")
+    keys = ["benchmark", "variant", "mpi", "testbed", "virtualization", "interconnect", "link", "ranks", "rep"]
+    return d.groupby(keys, dropna=False)["value"].median().reset_index()
+
+
+def _app_reference(g: pd.DataFrame) -> tuple[pd.DataFrame, str] | None:
+    """The reference runs of one application input: the native shared-memory
+    run at the lowest rank count (the fastest class at the lowest count, as
+    in Ramakrishnan et al.); for an input that ran only across hosts (the
+    guests' small input), the namespace hosts over the unlimited bridge at
+    their lowest rank count.  With a description; None without either."""
+    for sel, what in (((g["virtualization"] == "none") & (g["interconnect"] == "shm"), "shared memory"),
+                      ((g["virtualization"] == "netns-bridge") & (g["link"] == ""), "unlimited bridge")):
+        ref = g[sel]
+        if ref.empty:
+            continue
+        low = ref["ranks"].min()
+        ref = ref[ref["ranks"] == low]
+        tb = sorted(ref["testbed"].unique())[0]
+        return ref[ref["testbed"] == tb], f"{tb}, {what}, {int(low)} rank{'s' if low > 1 else ''}"
+    return None
+
+
+def app_scaling(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
+    """Per application (benchmark, input variant, MPI) and configuration
+    (testbed, interconnect class, ranks): performance relative to the
+    reference (:func:`_app_reference`), T(reference) / T, paired by
+    interleaved round, median [CI]."""
+    per = _app_times(tidy, times)
+    if per.empty:
+        return pd.DataFrame()
     keys = ["benchmark", "variant", "mpi"]
     cfg = ["testbed", "virtualization", "interconnect", "link", "ranks"]
-    per = d.groupby([*keys, *cfg, "rep"], dropna=False)["value"].median().reset_index()
     rows = []
     for (bench, variant, mpi), g in per.groupby(keys, sort=True):
-        native = g[(g["virtualization"] == "none") & (g["interconnect"] == "shm")]
-        if native.empty:
+        found = _app_reference(g)
+        if found is None:
             continue
-        low = native["ranks"].min()
-        ref = native[native["ranks"] == low]
-        ref_tb = sorted(ref["testbed"].unique())[0]
-        ref = ref[ref["testbed"] == ref_tb].set_index("rep")["value"]
+        ref, reference = found
+        low, ref_tb = int(ref["ranks"].iloc[0]), ref["testbed"].iloc[0]
+        ref = ref.set_index("rep")["value"]
         for key, s in g.groupby(cfg, sort=True, dropna=False):
             t = s.set_index("rep")["value"]
             both = t.index.intersection(ref.index)
@@ -364,6 +388,36 @@ def app_scaling(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Dat
                              klass=interconnect_class(virt, ic, link), ranks=int(ranks), time=tci["median"],
                              time_lo=tci["ci_low"], time_hi=tci["ci_high"], perf=ci["median"], perf_lo=ci["ci_low"],
                              perf_hi=ci["ci_high"], n=ci["n"], ci_level=ci["ci_level"],
-                             reference=f"{ref_tb}, shared memory, {int(low)} rank{'s' if low > 1 else ''}",
-                             ref_ranks=int(low)))
+                             reference=reference, ref_testbed=ref_tb, ref_ranks=low))
+    return pd.DataFrame(rows)
+
+
+def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
+    """Per application input and guest configuration: the VM/native time
+    ratio T(guests) / T(namespace hosts over the unlimited bridge) on the same
+    input, rank count and placement (one block of ranks per host or guest),
+    paired by interleaved round, median [CI], with the guests' accelerator
+    (``qemu-tcg``: software emulation, the ratio measures the emulator)."""
+    per = _app_times(tidy, times)
+    if per.empty:
+        return pd.DataFrame()
+    rows = []
+    for (bench, variant, mpi), g in per.groupby(["benchmark", "variant", "mpi"], sort=True):
+        native = g[(g["virtualization"] == "netns-bridge") & (g["link"] == "")]
+        for (tb, virt, ranks), v in g[g["virtualization"].astype(str).str.startswith("qemu")].groupby(
+                ["testbed", "virtualization", "ranks"], sort=True):
+            ref = native[native["ranks"] == ranks]
+            if ref.empty:
+                continue
+            ref_tb = sorted(ref["testbed"].unique())[0]
+            ref = ref[ref["testbed"] == ref_tb].set_index("rep")["value"]
+            t = v.set_index("rep")["value"]
+            both = t.index.intersection(ref.index)
+            if not len(both):
+                continue
+            ci = stats.median_ci((t[both] / ref[both]).to_numpy())
+            rows.append(dict(benchmark=bench, variant=variant, mpi=mpi, testbed=tb, virtualization=virt,
+                             accelerator=str(virt).removeprefix("qemu-").upper(), ranks=int(ranks),
+                             native_testbed=ref_tb, ratio=ci["median"], ratio_lo=ci["ci_low"],
+                             ratio_hi=ci["ci_high"], n=ci["n"], ci_level=ci["ci_level"]))
     return pd.DataFrame(rows)

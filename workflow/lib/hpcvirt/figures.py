@@ -54,7 +54,11 @@ FIGURES = (
         "The studies' applications over the interconnect classes in the layout of Ramakrishnan et al.'s Fig. 1: "
         "performance relative to the native shared-memory run at the lowest rank count, paired by round, over the "
         "rank count (log-log, with ideal scaling), per interconnect class: shared memory, TCP loopback, the bridge "
-        "unlimited and limited to 10 and 1 Gbit/s.")),
+        "unlimited and limited to 10 and 1 Gbit/s; below, the guests' small input beside the namespace hosts on "
+        "the same input (under TCG the guests measure the emulator).")),
+    Figure("speedup", "10-speedup", "lammps", (), ("milc",), what=(
+        "Speed-up T(1)/T(n) of LAMMPS (NAMD's stand-in) and MILC (lattice QCD) per transport, in the layout of "
+        "Atif et al.'s speed-up panels: shared memory (RDMA's stand-in), TCP loopback and TCP across two hosts.")),
 )
 
 ACCELERATORS = {

@@ -49,6 +49,9 @@ from . import link, paths
 
 QEMU = "qemu-system-x86_64"
 DEFAULT_SUBNET = "198.18.1.0/24"
+#: Where the guest image holds the pinned suites and the repository's files that ranks read
+#: (workflow/scripts/build-guest-image.sh); commands in the guests run from here.
+GUEST_ROOT = "/opt/hpcvirt"
 SSH_CONNECT_TIMEOUT_S = 3
 
 

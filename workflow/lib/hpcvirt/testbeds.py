@@ -24,12 +24,14 @@ environment the testbed asks for, and an optional server process.
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import asdict, dataclass, field
 
 from .benchmarks import REGISTRY, Benchmark, Job
 from .benchmarks.common import fill
 from .benchmarks.netpipe import PATH_INTERCONNECT
 from .netns import agent_path
+from .qemu import GUEST_ROOT
 from .placement import hosts_used, plane_hosts, run_length
 from .build import container_binds
 from .runtime import container_prefix, launch_env
@@ -251,7 +253,9 @@ class QemuKind(_TwoHostKind):
         return list(self.bed.guests) if self.bed else super().hosts()
 
     def on(self, i: int, cmd: list[str]) -> list[str]:
-        return self._bed().argv(i, cmd)
+        # from the directory where the image holds the repository's files the ranks read
+        # (workflow/scripts/build-guest-image.sh), so that relative paths name them as on the host
+        return self._bed().argv(i, f"cd {GUEST_ROOT} && {shlex.join(cmd)}")
 
 
 KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, NetnsBridgeKind, QemuKind)}

@@ -265,18 +265,59 @@ class Benchmark:
         raise NotImplementedError
 
 
+INPUTS_DOC = ("Input sets, each one configuration per MPI, rank count and path: a mapping of this experiment's "
+              "input keys (a list key by its singular name, e.g. `lattice`) that replace the experiment's own "
+              "values; `{}` is the experiment's own input.  Unlike list keys, input sets are not crossed with each "
+              "other, e.g. a large input natively and beside it the small one that guests under TCG emulation "
+              "can run, to compare the two testbeds on the same input (default: `[{}]`).")
+
+
 class Application(Benchmark):
     """An MPI application over the data paths: its ranks on one host (path
     ``shm`` or ``tcp``), or split into two blocks over two hosts (``net``).
     One rank exchanges nothing, so it runs only once, over shared memory.
     ``row_name`` is the benchmark its tidy rows carry and ``time_metric`` the
-    metric its runs are compared by across the interconnect classes."""
+    metric its runs are compared by across the interconnect classes.
+    ``inputs`` (:data:`INPUTS_DOC`) lists input sets that are not crossed
+    with each other."""
 
     row_name: ClassVar[str]
     time_metric: ClassVar[str] = "wall_time"
+    #: parameters that are not part of an input set
+    RUN_PARAMS: ClassVar[tuple[str, ...]] = ("mpis", "ranks", "paths")
+
+    def _input_schema(self) -> dict:
+        props = {}
+        for k, p in self.params.items():
+            if k in self.RUN_PARAMS:
+                continue
+            one = {kk: vv for kk, vv in p.schema().items() if kk != "default"}
+            if p.sweep:                    # a list key: one value, under its singular name
+                one = {"description": p.doc, **one["items"]}
+            props[p.sweep or k] = one
+        return {"type": "array", "minItems": 1, "description": INPUTS_DOC,
+                "items": {"type": "object", "additionalProperties": False, "properties": props}}
+
+    def schema(self) -> dict:
+        s = super().schema()
+        s["properties"]["inputs"] = self._input_schema()
+        for override in s["properties"]["by_kind"]["properties"].values():
+            override["properties"]["inputs"] = self._input_schema()
+        return s
+
+    def input_sets(self, exp: dict) -> list[dict]:
+        return list(exp.get("inputs") or [{}])
 
     def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
-        return [s for s in super().configurations(exp, offer, kind) if s["ranks"] > 1 or s["path"] == "shm"]
+        out: list[dict] = []
+        for s in super().configurations(exp, offer, kind):
+            if not (s["ranks"] > 1 or s["path"] == "shm"):
+                continue
+            for inp in self.input_sets(self.for_kind(exp, kind)):
+                c = self.normalize({**s, **inp})
+                if c not in out:
+                    out.append(c)
+        return out
 
     def app_job(self, argv: list[str], s: dict) -> Job:
         ranks = s["ranks"]

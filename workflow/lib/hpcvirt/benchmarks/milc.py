@@ -44,6 +44,7 @@ The output (rank 0)::
     hpcvirt-milc 1
     lattice 8x8x8x8
     trajectories 1
+    steps 12          (printed since the steps became a parameter; MILC's echo is what counts)
     ranks 2
     input .../workflow/inputs/milc/su3_rhmd_hisq.in
     ... MILC's output: "Machine = MPI (portable), with 2 nodes", the echoed
@@ -56,7 +57,8 @@ The output (rank 0)::
     exit 0
     end
 
-Emitted metrics (benchmark ``milc``, variant ``<lattice> x<trajectories>``):
+Emitted metrics (benchmark ``milc``, variant ``<lattice> x<trajectories>``, followed by
+`` (<n> steps)`` when a trajectory has other than 12 steps):
 
 ``wall_time`` (s)               wall clock of rank 0's MILC process (MPI start-up included)
 ``time_per_trajectory`` (s)     MILC's own run time ("Time = "; set-up included) / trajectories
@@ -102,13 +104,34 @@ FACTION_RE = re.compile(r"^FACTION: mass = (\S+),\s+(\S+) \(", re.M)
 
 #: The reference input's settings, as MILC echoes them (any other input has no reference values).
 INPUT = {"iseed": "4563421", "beta": "6.7", "dyn_mass": "0.01 0.05 0.5", "dyn_flavors": "2 1 1",
-         "microcanonical_time_step": "0.04", "steps_per_trajectory": "12", "n_pseudo": "5", "u0": "0.89"}
+         "microcanonical_time_step": "0.04", "n_pseudo": "5", "u0": "0.89"}
+#: MILC's molecular-dynamics steps per trajectory in the reference input (its own tests' number)
+STEPS = 12
 
-#: Reference observables per lattice, one entry per trajectory: plaquettes
-#: (space-space, space-time), delta S, and per mass (chiral condensate even,
-#: odd; fermion action).  Recorded from the Open MPI build on 1 rank.
-REFERENCE: dict[str, list[dict]] = {
-    "6x6x6x6": [
+#: Reference observables per (lattice, steps per trajectory), one entry per
+#: trajectory: plaquettes (space-space, space-time), delta S, and per mass
+#: (chiral condensate even, odd; fermion action).  Recorded from the Open MPI
+#: build on 1 rank; Open MPI and MPICH on 2 ranks printed the same.  The
+#: short trajectories (2 steps) on 4x4x4x6 are the input guests under TCG
+#: emulation can run (about 90 s per 12-step trajectory on 1 rank there).
+REFERENCE: dict[tuple[str, int], list[dict]] = {
+    ("4x4x4x6", 2): [
+        {"plaq": (2.9047, 2.907011), "delta_s": -0.02207336,
+         "pbp": {0.01: (0.03278122, -0.01097686), 0.05: (0.07864787, 0.0179219), 0.5: (0.4105103, 0.3652354)},
+         "faction": {0.01: 1.571481, 0.05: 1.460527, 0.5: 1.521196}},
+        {"plaq": (2.821669, 2.823572), "delta_s": -0.01767676,
+         "pbp": {0.01: (-0.006968257, 0.02811179), 0.05: (0.1368225, -0.03223355), 0.5: (0.3840492, 0.3493978)},
+         "faction": {0.01: 1.507953, 0.05: 1.446668, 0.5: 1.558969}},
+    ],
+    ("4x4x4x6", 12): [
+        {"plaq": (2.208846, 2.21627), "delta_s": -0.1380042,
+         "pbp": {0.01: (0.009220217, 0.01386749), 0.05: (0.1003476, 0.001600491), 0.5: (0.4259793, 0.3704675)},
+         "faction": {0.01: 1.570997, 0.05: 1.462428, 0.5: 1.526315}},
+        {"plaq": (1.997724, 2.007786), "delta_s": 0.000700925,
+         "pbp": {0.01: (-0.0004292631, 0.02407245), 0.05: (0.1049774, 0.006247969), 0.5: (0.4032586, 0.355749)},
+         "faction": {0.01: 1.508059, 0.05: 1.443152, 0.5: 1.565398}},
+    ],
+    ("6x6x6x6", 12): [
         {"plaq": (2.195074, 2.209431), "delta_s": -0.4535067,
          "pbp": {0.01: (0.01044035, 0.005991311), 0.05: (0.03037338, 0.0496985), 0.5: (0.3155639, 0.3442486)},
          "faction": {0.01: 1.54274, 0.05: 1.459248, 0.5: 1.474434}},
@@ -116,7 +139,7 @@ REFERENCE: dict[str, list[dict]] = {
          "pbp": {0.01: (0.01986326, -0.002490558), 0.05: (0.03411128, 0.04938227), 0.5: (0.3279068, 0.3358591)},
          "faction": {0.01: 1.545888, 0.05: 1.476079, 0.5: 1.500423}},
     ],
-    "8x8x8x8": [
+    ("8x8x8x8", 12): [
         {"plaq": (2.195905, 2.196679), "delta_s": -1.419447,
          "pbp": {0.01: (-0.002133206, 0.01796669), 0.05: (0.0661745, 0.01482888), 0.5: (0.3325279, 0.333371)},
          "faction": {0.01: 1.498284, 0.05: 1.532111, 0.5: 1.514632}},
@@ -131,9 +154,13 @@ REFERENCE: dict[str, list[dict]] = {
 #: delta S 0.04, PBP 2e-06, FACTION 2e-06 3e-06; the larger FACTION value).
 TOLERANCE = {"plaq": (2e-5, 1e-5), "delta_s": 0.04, "pbp": 2e-6, "faction": 3e-6}
 
-LATTICES = ("6x6x6x6", "8x8x8x8")
+LATTICES = ("4x4x4x6", "6x6x6x6", "8x8x8x8")
 MAX_TRAJECTORIES = 2
 PRIMES = (53, 47, 43, 41, 37, 31, 29, 23, 19, 17, 13, 11, 7, 5, 3, 2)
+
+
+def variant(lattice: str, trajectories: int, steps: int) -> str:
+    return f"{lattice} x{trajectories}" + ("" if steps == STEPS else f" ({steps} steps)")
 
 
 def dims(lattice: str) -> tuple[int, ...]:
@@ -194,10 +221,11 @@ def mismatches(got: dict, ref: dict) -> list[str]:
             for name, a, b, tol in pairs if not abs(a - b) <= tol]
 
 
-def check_results(path, lattice: str, observed: list[dict]) -> None:
-    refs = REFERENCE.get(lattice)
+def check_results(path, lattice: str, steps: int, observed: list[dict]) -> None:
+    refs = REFERENCE.get((lattice, steps))
     if refs is None:
-        raise ParseError(path, f"no reference values for lattice {lattice}: the results cannot be checked")
+        raise ParseError(path, f"no reference values for lattice {lattice} with {steps} steps per trajectory: the "
+                               "results cannot be checked")
     if len(observed) > len(refs):
         raise ParseError(path, f"{len(observed)} trajectories, but references are recorded for {len(refs)}")
     for k, (got, ref) in enumerate(zip(observed, refs), 1):
@@ -241,7 +269,11 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
         raise ParseError(path, f"MILC's input has another lattice than {lattice}")
     if echo.get("trajecs") != str(trajecs):
         raise ParseError(path, f"MILC's input has trajecs {echo.get('trajecs')}, but the header {trajecs}")
-    for key, value in (("lattice", lattice), ("trajectories", trajecs)):
+    try:
+        steps = int(echo["steps_per_trajectory"])
+    except (KeyError, ValueError):
+        raise ParseError(path, "MILC's input echo has no steps_per_trajectory") from None
+    for key, value in (("lattice", lattice), ("trajectories", trajecs), ("steps", steps)):
         if expected.get(key) not in (None, value):
             raise ParseError(path, f"the output is of {key} {value}, but {expected[key]} was run")
     other = {k: echo.get(k) for k, v in INPUT.items() if echo.get(k) != v}
@@ -256,10 +288,11 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     if len(observed) != trajecs:
         raise ParseError(path, f"measurements of {len(observed)} trajectories (PLAQ, CHECK: delta S, PBP, FACTION), "
                                f"expected {trajecs}")
-    check_results(path, lattice, observed)
+    check_results(path, lattice, steps, observed)
     extra = {"suite_version": f"MILC {VERSION[:8]} su3_rhmd_hisq", "milc_time_s": f"{milc_time:g}",
              "plaquette": " ".join(f"{p:g}" for p in observed[-1]["plaq"])}
-    common = dict(benchmark="milc", ranks=ranks, variant=f"{lattice} x{trajecs}", verified=True, extra=extra)
+    extra["steps_per_trajectory"] = str(steps)
+    common = dict(benchmark="milc", ranks=ranks, variant=variant(lattice, trajecs, steps), verified=True, extra=extra)
     return [Measurement(metric="wall_time", unit="s", value=wall, **common),
             Measurement(metric="time_per_trajectory", unit="s", value=milc_time / trajecs, iteration_count=trajecs,
                         **common),
@@ -284,10 +317,16 @@ class MILC(Application):
                                       "these (8^4: about 20 s per trajectory on 1 rank of a 2-core guest, 6^4: 5 s).",
                             ["8x8x8x8"],
                             sweep="lattice"),
-        "trajectories": Int("Molecular-dynamics trajectories of 12 steps each (references recorded for "
+        "trajectories": Int("Molecular-dynamics trajectories (references recorded for "
                             f"1..{MAX_TRAJECTORIES}).", 1, minimum=1, maximum=MAX_TRAJECTORIES),
+        "steps": Int("Molecular-dynamics steps of 0.04 per trajectory: 12 as in MILC's tests (references recorded "
+                     "for every lattice), or 2 on 4x4x4x6, the input guests under TCG emulation can run "
+                     "(the raw-output name then ends in _s<steps>).", STEPS, minimum=1, maximum=STEPS),
     }
     raw_template = "{mpi}-{path}_l{lattice}_t{trajectories}_n{ranks}"
+
+    def raw_params(self, s: dict) -> str:
+        return super().raw_params(s) + ("" if s.get("steps", STEPS) == STEPS else f"_s{s['steps']}")
     build = PinnedSource("MILC", VERSION)
     metrics = {"wall_time": "s", "time_per_trajectory": "s", "time_per_cg_iteration": "us", "cg_iterations": "count"}
     success = ("MILC reaches its normal end ('RUNNING COMPLETED', 'exit:', the wrapper's 'end') on the launched ranks, "
@@ -296,14 +335,22 @@ class MILC(Application):
                "(su3_rhmd_hisq.1.errtol); no launcher/MPI error text")
 
     def check(self, exp: dict) -> str | None:
-        bad = [(lat, r) for lat in exp.get("lattices", []) for r in exp.get("ranks", []) if layout(lat, r) is None]
+        sets = [{"lattice": lat, "steps": exp.get("steps", STEPS), **inp}
+                 for lat in exp.get("lattices", []) for inp in self.input_sets(exp)]
+        missing = sorted({(c["lattice"], c["steps"]) for c in sets} - set(REFERENCE))
+        if missing:
+            return (f"no reference values for (lattice, steps) {missing}, so their results could not be checked; "
+                    f"recorded: {sorted(REFERENCE)}")
+        bad = sorted({(c["lattice"], r) for c in sets for r in exp.get("ranks", []) if layout(c["lattice"], r) is None})
         if bad:
             return ("MILC cannot run these lattices on these rank counts (its hyper_prime layout divides the "
                     f"lattice by the prime factors of the rank count, into at least 3 sites a direction): {bad}")
         return None
 
     def job(self, s: dict, entry: dict) -> Job:
-        return self.app_job([entry.get("wrapper", WRAPPER), entry["binary"], s["lattice"], str(s["trajectories"])], s)
+        steps = s.get("steps", STEPS)
+        return self.app_job([entry.get("wrapper", WRAPPER), entry["binary"], s["lattice"], str(s["trajectories"])]
+                            + ([] if steps == STEPS else [str(steps)]), s)
 
     testbed_keys = {
         "wrapper": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%-]+$", "default": WRAPPER,
@@ -312,7 +359,8 @@ class MILC(Application):
     }
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
-        return {"ranks": s["ranks"], "lattice": s["lattice"], "trajectories": s["trajectories"]}
+        return {"ranks": s["ranks"], "lattice": s["lattice"], "trajectories": s["trajectories"],
+                "steps": s.get("steps", STEPS)}
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
         return parse(raw, expected)

@@ -1,0 +1,61 @@
+"""The applications' comparisons (hpcvirt.analysis.app_scaling, app_vm_ratio)
+on a small tidy table: the reference of each input, pairing by round, and
+the VM/native ratio on the guests' input."""
+
+import pandas as pd
+import pytest
+
+from hpcvirt.analysis import app_scaling, app_vm_ratio, summarize_tidy
+from hpcvirt.paper import numbers_tex
+from hpcvirt.tidy import COLUMNS
+
+
+def rows(testbed, virt, ic, link, ranks, variant, times):
+    return [dict(benchmark="milc", variant=variant, mpi="openmpi", metric="wall_time", unit="s", value=t,
+                 testbed=testbed, virtualization=virt, interconnect=ic, link=link, ranks=ranks, rep=r,
+                 nodes=2 if ic == "tcp" else 1, run_id=f"c/{testbed}/{r}")
+            for r, t in enumerate(times, 1)]
+
+
+BIG, SMALL = "8x8x8x8 x1", "4x4x4x6 x1 (2 steps)"
+TIDY = pd.DataFrame(
+    rows("local", "none", "shm", "", 1, BIG, [20, 22, 21])
+    + rows("local", "none", "shm", "", 2, BIG, [10, 11, 12])
+    + rows("bridge", "netns-bridge", "tcp", "", 2, BIG, [12, 11, 14])
+    + rows("bridge", "netns-bridge", "tcp", "", 2, SMALL, [1.0, 1.1, 0.9])
+    + rows("bridge-gbe", "netns-bridge", "tcp", "rate 1gbit", 2, SMALL, [2.0, 2.2, 1.8])
+    + rows("vm", "qemu-tcg", "tcp", "", 2, SMALL, [40.0, 55.0, 36.0]))
+
+
+def test_each_input_has_its_reference():
+    r = app_scaling(TIDY).set_index(["variant", "testbed", "ranks"])
+    # the large input: native shared memory at one rank, paired by round
+    assert r.loc[(BIG, "local", 2), "reference"] == "local, shared memory, 1 rank"
+    assert r.loc[(BIG, "local", 2), "perf"] == pytest.approx(pd.Series([20 / 10, 22 / 11, 21 / 12]).median())
+    # the guests' input ran only across hosts: the unlimited bridge at its lowest rank count
+    assert r.loc[(SMALL, "vm", 2), "reference"] == "bridge, unlimited bridge, 2 ranks"
+    assert r.loc[(SMALL, "bridge", 2), "perf"] == pytest.approx(1.0)
+    assert r.loc[(SMALL, "bridge-gbe", 2), "perf"] == pytest.approx(0.5)
+    assert r.loc[(SMALL, "vm", 2), "klass"] == "guests (TCG)"
+
+
+def test_the_vm_native_ratio_pairs_rounds_on_the_same_input():
+    v = app_vm_ratio(TIDY)
+    assert len(v) == 1
+    x = v.iloc[0]
+    assert (x["variant"], x["testbed"], x["native_testbed"], x["accelerator"]) == (SMALL, "vm", "bridge", "TCG")
+    assert x["ratio"] == pytest.approx(40.0) and x["n"] == 3              # 40/1.0, 55/1.1, 36/0.9 -> median 40
+    assert x["ratio_lo"] <= x["ratio"] <= x["ratio_hi"]
+    # without the native run on the same input there is no ratio
+    assert app_vm_ratio(TIDY[TIDY["testbed"] != "bridge"]).empty
+
+
+def test_the_ratio_reaches_the_paper_as_macros():
+    tidy = TIDY.reindex(columns=list(COLUMNS)).assign(stack="", placement="", warmup=0, iteration_count=1,
+                                                       verified=True, image_digest="", spack_lock="",
+                                                       started_at="", raw_path="", suite_version="",
+                                                       source_sha256="")
+    summary = summarize_tidy(tidy).assign(campaign="c")
+    tex = numbers_tex(summary, tidy)
+    assert "\\newcommand{\\hvAppVmMilcVm}{40.0}" in tex
+    assert "\\newcommand{\\hvAppVmMilcVmAccel}{TCG}" in tex
