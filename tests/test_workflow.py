@@ -67,6 +67,36 @@ def test_dry_run_of_the_full_study():
     assert not (ROOT / "data/raw/dryrun-full").exists()
 
 
+def test_a_round_that_has_some_outputs_measures_only_the_missing_ones():
+    """When the study gains a configuration, a round of the guests that has
+    finished before gets a job whose outputs are the new measurements only:
+    the workflow manager must not remove (and re-measure) the others."""
+    campaign = "dryrun-grown"
+    study, testbeds = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    study = dict(study, campaign=campaign)
+    round1 = [c for c, r in matrix.schedule(study) if r == 1 and c.testbed == "vm"]
+    have, new = round1[:-2], round1[-2:]
+    made = []
+    try:
+        for c in have:
+            for ext in ("out", "json"):
+                path = ROOT / matrix.raw_path(campaign, c, 1, ext)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("measured before\n")
+                made.append(path)
+        res = snakemake(*PROFILE, "-n", "--config", f"campaign={campaign}")
+        assert re.search(r"^measure_round_vm_\d+_rep1\s+1$", res.stdout, re.M), res.stdout
+        assert "measure round 1 on vm: the 2 missing measurements" in res.stdout
+        job = res.stdout[res.stdout.index("measure round 1 on vm: the 2"):].split("\n")[1]
+        assert all(matrix.raw_path(campaign, c, 1) in job for c in new)
+        assert not any(matrix.raw_path(campaign, c, 1) in job for c in have)
+        # the other rounds have none of their outputs: one job each, as in a new campaign
+        assert re.search(r"^measure_round_vm_0\s+2$", res.stdout, re.M), res.stdout
+        assert all(p.read_text() == "measured before\n" for p in made)
+    finally:
+        shutil.rmtree(ROOT / "data/raw" / campaign, ignore_errors=True)
+
+
 @pytest.mark.parametrize(
     "override,needles",
     [

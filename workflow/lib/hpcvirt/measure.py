@@ -246,7 +246,7 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
     for c, raw, prov in items:
         there = Path(raw).exists() and Path(prov).exists()
         if restore_kept(raw, prov):
-            why = "measured before (a round of the campaign the study has grown since)" if there else \
+            why = "measured before, in this round of a campaign the study has grown since" if there else \
                 "finished by an earlier, interrupted attempt of this round"
             print(f"kept: {c.benchmark}/{c.params} rep {rep} ({why})", file=sys.stderr)
         else:

@@ -286,7 +286,7 @@ class Application(Benchmark):
     #: parameters that are not part of an input set
     RUN_PARAMS: ClassVar[tuple[str, ...]] = ("mpis", "ranks", "paths")
 
-    def _input_schema(self) -> dict:
+    def input_schema(self) -> dict:
         props = {}
         for k, p in self.params.items():
             if k in self.RUN_PARAMS:
@@ -300,9 +300,9 @@ class Application(Benchmark):
 
     def schema(self) -> dict:
         s = super().schema()
-        s["properties"]["inputs"] = self._input_schema()
+        s["properties"]["inputs"] = self.input_schema()
         for override in s["properties"]["by_kind"]["properties"].values():
-            override["properties"]["inputs"] = self._input_schema()
+            override["properties"]["inputs"] = self.input_schema()
         return s
 
     def input_sets(self, exp: dict) -> list[dict]:
