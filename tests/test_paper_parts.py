@@ -64,7 +64,7 @@ def test_figures_follow_the_campaign():
     assert [f.name for f in for_campaign(configs, tbs)] == [f.name for f in FIGURES]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False})
     assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "npb", "osu", "agreement",
-                                                            "commprof", "apps"]
+                                                            "commprof", "apps", "speedup"]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False},
                           imb={"enabled": False}, npb={"enabled": False}, profile={"enabled": False},
                           lammps={"enabled": False})

@@ -170,7 +170,7 @@ def test_the_declaration():
     assert exp_["ranks"] == 2 and exp_["atoms"] == 8 and exp_["reference_energy_ry"] == qe.REFERENCE_RY[(1, 36, 6)]
     assert b.expected({**s, "supercell": 2, "path": "net"}, [])["atoms"] == 64
     assert b.expected({**s, "path": "net"}, [])["nodes"] == 2
-    assert b.expected({**s, "ecutwfc": 30}, [])["reference_energy_ry"] is None
+    assert b.expected({**s, "ecutwfc": 31}, [])["reference_energy_ry"] is None
     assert b.schema()["properties"]["mpis"]["default"] == ["openmpi"]
     # hosts without a shared file system (guests): each host's first rank stages the run directory
     assert b.job(s, {"binary": "qe-pw", "stage": "per-host"}).argv[-1] == "per-host"

@@ -16,6 +16,7 @@ import yaml
 
 from hpcvirt import matrix
 from hpcvirt.benchmarks import MODULES, REGISTRY
+from hpcvirt.benchmarks.base import Application
 from hpcvirt.config import _apply_defaults, load_schema, load_study, load_testbed, offers
 from hpcvirt.tidy import UNITS, ParseError
 
@@ -39,7 +40,8 @@ def test_schema_fragment(name):
     frag = b.schema()
     jsonschema.Draft202012Validator.check_schema(frag)
     assert load_schema("config.schema.yaml")["properties"]["experiments"]["properties"][b.experiment] == frag
-    assert set(frag["properties"]) == {"enabled", "repetitions", "by_kind", *b.params}
+    inputs = ["inputs"] if isinstance(b, Application) else []      # input sets (applications)
+    assert set(frag["properties"]) == {"enabled", "repetitions", "by_kind", *b.params, *inputs}
     # a section with only its required keys is valid, and its defaults are valid too
     minimal = {k: _example(p) for k, p in b.params.items() if p.required}
     jsonschema.validate(minimal, frag)

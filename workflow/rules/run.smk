@@ -80,10 +80,11 @@ for _round_tb, _i, _reps, _configs in ROUND_GROUPS:
             threads: workflow.cores
             resources:
                 benchmark=1,
+            # the same params as the group's rule (the round and campaign are read from the outputs'
+            # paths): other params would make the workflow manager rerun the round when, in a later
+            # run, the group's rule matches these outputs
             params:
                 testbed=_round_tb,
-                rep=_rep,
-                campaign=CAMPAIGN,
             message:
                 f"measure round {_rep} on {_round_tb}: the {len(_missing)} missing measurements (guests boot once per round)"
             script:

@@ -1,13 +1,20 @@
 """Snakemake adapter: one interleaved round on a qemu testbed (see hpcvirt.measure.run_round)."""
 
+from pathlib import Path
+
 from hpcvirt import matrix, progress
 from hpcvirt.config import load_study
 from hpcvirt.measure import job_log, run_round
 
 snakemake = globals()["snakemake"]
-w, par = snakemake.wildcards, snakemake.params
-# the round and campaign: wildcards, or (a round that has some of its outputs) fixed by the rule
-name, rep, campaign = par.testbed, int(par.get("rep", None) or w.rep), par.get("campaign", None) or w.campaign
+w, name = snakemake.wildcards, snakemake.params.testbed
+# the round and campaign: wildcards, or (a round that has some of its outputs: a rule of its own)
+# from its outputs' paths, data/raw/<campaign>/<testbed>/<benchmark>/<params>/rep-<rep>.out
+if "rep" in w.keys():
+    rep, campaign = int(w.rep), w.campaign
+else:
+    out = Path(snakemake.output.raw[0])
+    rep, campaign = int(out.stem.removeprefix("rep-")), out.parts[-5]
 with job_log(snakemake.log[0], f"round {rep} on {name}"):
     study, testbeds = load_study(snakemake.config)
     study = dict(study, campaign=campaign)

@@ -56,7 +56,7 @@ FIGURES = (
         "rank count (log-log, with ideal scaling), per interconnect class: shared memory, TCP loopback, the bridge "
         "unlimited and limited to 10 and 1 Gbit/s; below, the guests' small input beside the namespace hosts on "
         "the same input (under TCG the guests measure the emulator).")),
-    Figure("speedup", "10-speedup", "lammps", (), ("milc",), what=(
+    Figure("speedup", "10-speedup", "lammps", ("native",), ("milc",), what=(
         "Speed-up T(1)/T(n) of LAMMPS (NAMD's stand-in) and MILC (lattice QCD) per transport, in the layout of "
         "Atif et al.'s speed-up panels: shared memory (RDMA's stand-in), TCP loopback and TCP across two hosts.")),
 )
