@@ -41,7 +41,7 @@ def test_schema_fragment(name):
     jsonschema.Draft202012Validator.check_schema(frag)
     assert load_schema("config.schema.yaml")["properties"]["experiments"]["properties"][b.experiment] == frag
     inputs = ["inputs"] if isinstance(b, Application) else []      # input sets (applications)
-    assert set(frag["properties"]) == {"enabled", "repetitions", "by_kind", *b.params, *inputs}
+    assert set(frag["properties"]) == {"enabled", "repetitions", "timeout_s", "by_kind", *b.params, *inputs}
     # a section with only its required keys is valid, and its defaults are valid too
     minimal = {k: _example(p) for k, p in b.params.items() if p.required}
     jsonschema.validate(minimal, frag)
@@ -133,8 +133,8 @@ def test_raw_path_encodes_every_parameter(name):
     exp = study["experiments"][b.experiment]
     base = b.configurations(exp, None)[0]
     for key, value in base.items():
-        if key == "repetitions":
-            continue        # more repetitions add rep-<n> outputs; they do not change a run
+        if key in ("repetitions", "timeout_s"):
+            continue        # more repetitions add rep-<n> outputs, a time limit only ends a hung run: no change to a run
         changed = dict(base)
         if isinstance(value, bool):
             changed[key] = not value
@@ -167,3 +167,21 @@ def test_dry_run_schedules_every_benchmark_on_every_kind_that_offers_it(tmp_path
             assert planned, (b.name, kind)
             for p in planned:
                 assert p in out, f"dry run does not schedule {p} ({b.name} on a {kind} testbed)"
+
+
+def test_an_experiment_can_have_its_own_time_limit():
+    """experiments.<name>.timeout_s reaches every configuration (measure.py kills a run after it
+    instead of the study's timeout_s); the schema bounds it; raw-output names do not change."""
+    b = REGISTRY["netpipe"]
+    study, _ = load_study()
+    exp = study["experiments"][b.experiment]
+    assert exp["timeout_s"] == 120             # the archived study gives NetPIPE 120 s
+    confs = b.configurations(exp, None)
+    assert confs and all(c["timeout_s"] == 120 for c in confs)
+    assert "timeout_s" not in b.configurations({k: v for k, v in exp.items() if k != "timeout_s"}, None)[0]
+    jsonschema.validate(exp, b.schema())
+    with pytest.raises(jsonschema.ValidationError, match="5 is less than the minimum of 10"):
+        jsonschema.validate({**exp, "timeout_s": 5}, b.schema())
+    ping = [c for c in matrix.configurations(study) if c.benchmark == "netpipe"]
+    assert ping and all(c.settings["timeout_s"] == 120 for c in ping)
+    assert all(c.params == b.raw_params({k: v for k, v in c.settings.items() if k != "timeout_s"}) for c in ping)

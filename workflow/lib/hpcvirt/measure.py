@@ -179,7 +179,7 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
             return run_measurement(study, tb, c, rep, raw_out, prov_out, bed=bed)
     binary = ensure_binary(tb, c)
     launch = build_launch(c, tb, bed)
-    timeout = int(study.get("timeout_s", 300))
+    timeout = int(c.settings.get("timeout_s") or study.get("timeout_s", 300))    # the experiment's, or the study's
     raw_out_p = Path(raw_out)
     raw_out_p.parent.mkdir(parents=True, exist_ok=True)
     record_testbed(study["campaign"], tb)

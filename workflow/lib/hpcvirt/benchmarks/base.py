@@ -111,6 +111,9 @@ KINDS = ("native", "netns-bridge", "qemu")
 BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one kind (`native`, `netns-bridge`, "
                "`qemu`), e.g. a smaller class or fewer configurations in guests, which run slower (far slower under "
                "TCG emulation); the raw-output path and every row record the settings a run used.")
+TIMEOUT_DOC = ("Wall-clock limit of one measurement of this experiment, in seconds, instead of the study's "
+               "`timeout_s`: a run that hangs (e.g. in MPI_Finalize after a complete sweep) is killed sooner, and is "
+               "reported with its output path like any other.")
 REPS_DOC = ("Repetitions of this experiment's configurations (interleaved rounds 1..n of the study's), instead of "
             "the study's `repetitions`; every summary row states its n and the CI's achieved coverage.")
 
@@ -198,6 +201,7 @@ class Benchmark:
         s = {"type": "object", "additionalProperties": False, "description": self.title,
              "properties": {k: p.schema() for k, p in ps.items()}}
         s["properties"]["repetitions"] = {"type": "integer", "minimum": 1, "maximum": 1000, "description": REPS_DOC}
+        s["properties"]["timeout_s"] = {"type": "integer", "minimum": 10, "maximum": 86400, "description": TIMEOUT_DOC}
         override = {"type": "object", "additionalProperties": False,
                     "properties": {k: {kk: vv for kk, vv in p.schema().items() if kk != "default"}
                                    for k, p in self.params.items()}}
@@ -242,6 +246,8 @@ class Benchmark:
             s = self.normalize({**fixed, **{name: v for (_, name), v in zip(sweeps, combo)}})
             if "repetitions" in exp:
                 s["repetitions"] = exp["repetitions"]
+            if "timeout_s" in exp:
+                s["timeout_s"] = exp["timeout_s"]
             if offer is not None and self.mpi:
                 if s["mpi"] not in offer or ("path" in s and s["path"] not in offer[s["mpi"]]):
                     continue
