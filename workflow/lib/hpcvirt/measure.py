@@ -184,6 +184,7 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
     raw_out_p.parent.mkdir(parents=True, exist_ok=True)
     record_testbed(study["campaign"], tb)
     ctx = context_for(study, tb, c, rep, launch, raw_out, bed)
+    ctx["timeout_s"] = timeout          # the time limit the run had (the experiment's or the study's)
     if binary:
         ctx["benchmark_binary"] = binary
         if "build" in binary:
