@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -22,7 +23,7 @@ import pytest
 import yaml
 
 from hpcvirt.benchmarks import REGISTRY
-from hpcvirt.measure import MeasurementError, clear_partials, drop_kept, keep, restore_kept, run_measurement
+from hpcvirt.measure import MeasurementError, MeasurementTimeout, clear_partials, drop_kept, keep, restore_kept, run_measurement
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,6 +56,32 @@ def test_restore_kept_without_a_journal_means_measure_it(tmp_path):
     assert not restore_kept(raw, prov)
     raw3, prov3 = _measured(tmp_path, "rep-3")
     assert restore_kept(raw3, prov3)          # complete where it is: nothing to do
+
+
+def test_a_round_says_why_it_keeps_each_finished_measurement(tmp_path, capsys):
+    """An interrupted attempt leaves its journal, whether or not the workflow
+    manager removed the outputs it had finished; a measurement of an earlier,
+    complete round (the study grew since) has none.  Nothing is left to run,
+    so no guest boots."""
+    from types import SimpleNamespace
+
+    from hpcvirt.measure import run_round
+
+    cut = _measured(tmp_path, "a")
+    keep(*cut)                              # finished by an attempt that was interrupted
+    os.unlink(cut[0])                       # ... which the workflow manager cleaned up
+    left = _measured(tmp_path, "b")
+    keep(*left)                             # ... or left where it was
+    earlier = _measured(tmp_path, "c")      # a round that ended: no journal
+    items = [(SimpleNamespace(benchmark="x", params=name), *paths)
+             for name, paths in (("a", cut), ("b", left), ("c", earlier))]
+    assert run_round({"campaign": "t"}, {"name": "vm"}, items, 1) == []
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split("(")[1] for line in err] == [
+        "finished by an earlier, interrupted attempt of this round)",
+        "finished by an earlier, interrupted attempt of this round)",
+        "measured before, in this round of a campaign the study has grown since)"]
+    assert not list(tmp_path.glob(".*.kept"))    # the round is complete: its journal is dropped
 
 
 def test_stale_partials_of_this_measurement_are_removed_and_reported(tmp_path, capsys):
@@ -233,6 +260,68 @@ def test_a_full_disk_during_a_measurement_keeps_nothing_and_the_rerun_completes(
         run_measurement(study, testbeds["local"], c, 1, raw, prov)
         assert "65536 bytes" in Path(raw).read_text() and Path(prov).exists()
         assert not [n for n in os.listdir(where) if n.endswith(".partial")]
+
+
+@pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
+def test_a_run_killed_at_its_time_limit_is_retried_and_every_attempt_kept(tmp_path, monkeypatch):
+    """MPICH's NetPIPE sometimes hangs in MPI_Finalize after a complete sweep: here a wrapper
+    hangs after a real sweep on its first run only.  The killed attempt's output is kept as
+    .failed-*, the retry lands at the raw path, and its provenance names the killed attempt."""
+    import copy
+
+    from hpcvirt import matrix
+    from hpcvirt.config import load_study
+    from studies import study_for
+
+    study, testbeds = load_study(
+        study_for(["local"], pingpong={"mpis": ["openmpi"], "paths": ["shm"], "min_bytes": 1, "max_bytes": 1024,
+                                       "timeout_s": 10, "retries_after_timeout": 1}),
+        testbed_dir=ROOT / "config/testbeds")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+    monkeypatch.chdir(tmp_path)
+    hang = tmp_path / "hangs-once"
+    hang.write_text("#!/bin/sh\nNPopenmpi \"$@\" || exit $?\n"
+                    f"mkdir {tmp_path}/hung-$OMPI_COMM_WORLD_RANK 2>/dev/null && exec sleep 613\nexit 0\n")
+    hang.chmod(0o755)
+    tb = copy.deepcopy(testbeds["local"])
+    tb["mpi"]["openmpi"]["netpipe"]["binary"] = str(hang)
+    study = dict(study, campaign="retry")
+    c = next(c for c in matrix.configurations(study) if c.benchmark == "netpipe")
+    assert c.settings["timeout_s"] == 10 and c.settings["retries_after_timeout"] == 1
+    raw, prov = matrix.raw_path("retry", c, 1), matrix.raw_path("retry", c, 1, "json")
+    rec = run_measurement(study, tb, c, 1, raw, prov)
+    failed = sorted(Path(raw).parent.glob("rep-1.failed-*.out"))
+    assert len(failed) == 1 and "1024 bytes" in failed[0].read_text()     # a complete sweep, then the hang
+    assert "1024 bytes" in Path(raw).read_text()
+    assert rec["context"]["earlier_attempts"] == [str(failed[0])]
+    assert json.loads(Path(prov).read_text())["context"]["earlier_attempts"] == [str(failed[0])]
+    assert subprocess.run(["pgrep", "-f", "sleep 613"], capture_output=True).returncode == 1   # nothing left
+
+
+@pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
+def test_other_failures_are_not_retried(tmp_path, monkeypatch):
+    from hpcvirt import matrix
+    from hpcvirt.config import load_study
+    from studies import study_for
+
+    study, testbeds = load_study(
+        study_for(["local"], pingpong={"mpis": ["openmpi"], "paths": ["shm"], "min_bytes": 1, "max_bytes": 1024,
+                                       "retries_after_timeout": 3}),
+        testbed_dir=ROOT / "config/testbeds")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+    monkeypatch.chdir(tmp_path)
+    fails = tmp_path / "fails"
+    fails.write_text("#!/bin/sh\necho 'not a sweep'\nexit 3\n")
+    fails.chmod(0o755)
+    tb = json.loads(json.dumps(testbeds["local"]))
+    tb["mpi"]["openmpi"]["netpipe"]["binary"] = str(fails)
+    study = dict(study, campaign="noretry")
+    c = next(c for c in matrix.configurations(study) if c.benchmark == "netpipe")
+    raw, prov = matrix.raw_path("noretry", c, 1), matrix.raw_path("noretry", c, 1, "json")
+    with pytest.raises(MeasurementError, match="failed") as exc:
+        run_measurement(study, tb, c, 1, raw, prov)
+    assert not isinstance(exc.value, MeasurementTimeout)
+    assert len(list(Path(raw).parent.glob("rep-1.failed-*.out"))) == 1 and not Path(raw).exists()
 
 
 # ------------------------------------------- a guest that never comes up

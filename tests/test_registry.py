@@ -41,7 +41,8 @@ def test_schema_fragment(name):
     jsonschema.Draft202012Validator.check_schema(frag)
     assert load_schema("config.schema.yaml")["properties"]["experiments"]["properties"][b.experiment] == frag
     inputs = ["inputs"] if isinstance(b, Application) else []      # input sets (applications)
-    assert set(frag["properties"]) == {"enabled", "repetitions", "timeout_s", "by_kind", *b.params, *inputs}
+    assert set(frag["properties"]) == {"enabled", "repetitions", "timeout_s", "retries_after_timeout", "by_kind", *b.params,
+                                   *inputs}
     # a section with only its required keys is valid, and its defaults are valid too
     minimal = {k: _example(p) for k, p in b.params.items() if p.required}
     jsonschema.validate(minimal, frag)
@@ -133,7 +134,7 @@ def test_raw_path_encodes_every_parameter(name):
     exp = study["experiments"][b.experiment]
     base = b.configurations(exp, None)[0]
     for key, value in base.items():
-        if key in ("repetitions", "timeout_s"):
+        if key in ("repetitions", "timeout_s", "retries_after_timeout"):
             continue        # more repetitions add rep-<n> outputs, a time limit only ends a hung run: no change to a run
         changed = dict(base)
         if isinstance(value, bool):
@@ -185,3 +186,20 @@ def test_an_experiment_can_have_its_own_time_limit():
     ping = [c for c in matrix.configurations(study) if c.benchmark == "netpipe"]
     assert ping and all(c.settings["timeout_s"] == 120 for c in ping)
     assert all(c.params == b.raw_params({k: v for k, v in c.settings.items() if k != "timeout_s"}) for c in ping)
+
+
+def test_an_experiment_can_retry_a_run_killed_at_its_time_limit():
+    """experiments.<name>.retries_after_timeout reaches every configuration; the schema bounds it;
+    raw-output names do not change."""
+    b = REGISTRY["netpipe"]
+    study, _ = load_study()
+    exp = study["experiments"][b.experiment]
+    assert exp["retries_after_timeout"] == 1       # the archived study retries a hung NetPIPE once
+    jsonschema.validate(exp, b.schema())
+    for bad in (-1, 4):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**exp, "retries_after_timeout": bad}, b.schema())
+    ping = [c for c in matrix.configurations(study) if c.benchmark == "netpipe"]
+    assert ping and all(c.settings["retries_after_timeout"] == 1 for c in ping)
+    others = [c for c in matrix.configurations(study) if c.benchmark != "netpipe"]
+    assert others and all("retries_after_timeout" not in c.settings for c in others)

@@ -49,6 +49,10 @@ class MeasurementError(RuntimeError):
     pass
 
 
+class MeasurementTimeout(MeasurementError):
+    """The run was killed at its time limit (its output is kept as ``.failed-*``)."""
+
+
 def virtualization_of(tb: dict, bed=None) -> str:
     """The tidy table's virtualization label; for VMs it names the accelerator
     actually used (qemu-kvm or qemu-tcg), so it appears beside every VM number."""
@@ -177,6 +181,23 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
                          subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500),
                          rate=net.get("rate"), delay_us=net.get("delay_us")) as bed:
             return run_measurement(study, tb, c, rep, raw_out, prov_out, bed=bed)
+    # an experiment may ask for a run killed at its time limit to be run again (MPICH's NetPIPE
+    # sometimes hangs in MPI_Finalize after a complete sweep); every attempt's output is kept
+    retries = int(c.settings.get("retries_after_timeout", 0))
+    earlier: list[str] = []
+    while True:
+        try:
+            return _attempt(study, tb, c, rep, raw_out, prov_out, bed, earlier)
+        except MeasurementTimeout as exc:
+            if len(earlier) >= retries:
+                raise
+            earlier.append(str(exc.failed))
+            print(f"retry {len(earlier)} of {retries}: {c.benchmark}/{c.params} rep {rep} was killed at its time "
+                  f"limit; its output is kept at {exc.failed}", file=sys.stderr, flush=True)
+
+
+def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str, bed,
+             earlier: list[str]) -> dict:
     binary = ensure_binary(tb, c)
     launch = build_launch(c, tb, bed)
     timeout = int(c.settings.get("timeout_s") or study.get("timeout_s", 300))    # the experiment's, or the study's
@@ -185,6 +206,8 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
     record_testbed(study["campaign"], tb)
     ctx = context_for(study, tb, c, rep, launch, raw_out, bed)
     ctx["timeout_s"] = timeout          # the time limit the run had (the experiment's or the study's)
+    if earlier:
+        ctx["earlier_attempts"] = list(earlier)     # outputs of the attempts killed at the time limit
     if binary:
         ctx["benchmark_binary"] = binary
         if "build" in binary:
@@ -229,11 +252,13 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
         if os.path.exists(tmp_out):
             os.unlink(tmp_out)
     why = status.get("note") or f"exit code {status.get('exit_code')}"
-    raise MeasurementError(
+    exc = (MeasurementTimeout if status.get("timed_out") else MeasurementError)(
         f"measurement {ctx['run_id']} failed ({why}); its output is kept at {failed}\n"
         f"  command: {' '.join(launch.argv)}\n  last lines:\n{_tail(failed)}"
         + (f"\n  runner: {runner_err[-500:]}" if runner_err else "")
     )
+    exc.failed = failed
+    raise exc
 
 
 def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]], rep: int) -> list[dict]:
@@ -245,10 +270,12 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
 
     pending = []
     for c, raw, prov in items:
-        there = Path(raw).exists() and Path(prov).exists()
+        # a journal link is left only by an attempt of this round that did not end
+        # (whether or not the workflow manager removed the output it had finished)
+        interrupted = _kept(raw).exists() and _kept(prov).exists()
         if restore_kept(raw, prov):
-            why = "measured before, in this round of a campaign the study has grown since" if there else \
-                "finished by an earlier, interrupted attempt of this round"
+            why = "finished by an earlier, interrupted attempt of this round" if interrupted else \
+                "measured before, in this round of a campaign the study has grown since"
             print(f"kept: {c.benchmark}/{c.params} rep {rep} ({why})", file=sys.stderr)
         else:
             pending.append((c, raw, prov))

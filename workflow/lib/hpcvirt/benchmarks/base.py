@@ -114,6 +114,9 @@ BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one ki
 TIMEOUT_DOC = ("Wall-clock limit of one measurement of this experiment, in seconds, instead of the study's "
                "`timeout_s`: a run that hangs (e.g. in MPI_Finalize after a complete sweep) is killed sooner, and is "
                "reported with its output path like any other.")
+RETRY_DOC = ("How many times a run of this experiment that was killed at its time limit is run again (each "
+             "killed attempt's output is kept as `.failed-*` and named in the provenance of the run that "
+             "succeeded); any other failure is never retried.")
 REPS_DOC = ("Repetitions of this experiment's configurations (interleaved rounds 1..n of the study's), instead of "
             "the study's `repetitions`; every summary row states its n and the CI's achieved coverage.")
 
@@ -202,6 +205,8 @@ class Benchmark:
              "properties": {k: p.schema() for k, p in ps.items()}}
         s["properties"]["repetitions"] = {"type": "integer", "minimum": 1, "maximum": 1000, "description": REPS_DOC}
         s["properties"]["timeout_s"] = {"type": "integer", "minimum": 10, "maximum": 86400, "description": TIMEOUT_DOC}
+        s["properties"]["retries_after_timeout"] = {"type": "integer", "minimum": 0, "maximum": 3,
+                                                    "description": RETRY_DOC}
         override = {"type": "object", "additionalProperties": False,
                     "properties": {k: {kk: vv for kk, vv in p.schema().items() if kk != "default"}
                                    for k, p in self.params.items()}}
@@ -246,8 +251,9 @@ class Benchmark:
             s = self.normalize({**fixed, **{name: v for (_, name), v in zip(sweeps, combo)}})
             if "repetitions" in exp:
                 s["repetitions"] = exp["repetitions"]
-            if "timeout_s" in exp:
-                s["timeout_s"] = exp["timeout_s"]
+            for run_key in ("timeout_s", "retries_after_timeout"):     # how it runs, not what: not in names
+                if run_key in exp:
+                    s[run_key] = exp[run_key]
             if offer is not None and self.mpi:
                 if s["mpi"] not in offer or ("path" in s and s["path"] not in offer[s["mpi"]]):
                     continue
