@@ -271,6 +271,27 @@ def test_qperf_between_guests(cluster):
 
 @pytest.mark.vm
 @needs_qemu
+def test_a_killed_command_leaves_its_process_in_the_guest_until_kill_strays(cluster):
+    """Killing the ssh client (a run killed at its time limit) does not end the command in the
+    guest; before a retry, kill_strays removes such processes by name in every guest."""
+    argv = cluster.argv(1, "exec sleep 917")      # a stand-in for a benchmark hung in MPI_Finalize
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while cluster.run(1, "pgrep -x sleep || true", timeout=30).stdout.strip() == "":
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.5)
+    p.kill()
+    p.wait()
+    time.sleep(1)
+    assert cluster.run(1, "pgrep -f 'slee[p] 917' || true", timeout=30).stdout.strip()      # still there
+    cluster.kill_strays(("mpirun", "sleep"))
+    assert cluster.run(1, "pgrep -f 'slee[p] 917' || true", timeout=30).stdout.strip() == ""
+    with pytest.raises(ValueError, match="not process names"):
+        cluster.kill_strays(("x; reboot",))
+
+
+@pytest.mark.vm
+@needs_qemu
 def test_killed_guest_fails_cleanly(image):
     """SIGKILL guest 1's qemu while NetPIPE runs: the job must stop with
     GuestDied naming g1 (not hang on TCP timeouts) and leave nothing."""

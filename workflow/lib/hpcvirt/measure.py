@@ -171,29 +171,45 @@ def record_testbed(campaign: str, tb: dict) -> None:
 
 def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str,
                     bed=None) -> dict:
+    """Measure one configuration once (one raw output and its provenance).
+    An experiment may ask for a run killed at its time limit to be run again
+    (``retries_after_timeout``: MPICH's NetPIPE sometimes hangs in
+    MPI_Finalize after a complete sweep).  Every killed attempt's output is
+    kept as ``.failed-*``; a retry on a namespace testbed gets namespaces of
+    its own, and in guests what the killed attempt left is killed first."""
     if Path(raw_out).exists():
         raise MeasurementError(f"{raw_out} exists: a raw output is never replaced (delete it to measure it again)")
-    if tb["kind"] == "netns-bridge" and bed is None:
-        from .netns import NetnsBridge
-
-        net = tb.get("network", {})
-        with NetnsBridge(bed_tag(study["campaign"], c.key, rep), hosts=tb["nodes"],
-                         subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500),
-                         rate=net.get("rate"), delay_us=net.get("delay_us")) as bed:
-            return run_measurement(study, tb, c, rep, raw_out, prov_out, bed=bed)
-    # an experiment may ask for a run killed at its time limit to be run again (MPICH's NetPIPE
-    # sometimes hangs in MPI_Finalize after a complete sweep); every attempt's output is kept
     retries = int(c.settings.get("retries_after_timeout", 0))
     earlier: list[str] = []
     while True:
         try:
-            return _attempt(study, tb, c, rep, raw_out, prov_out, bed, earlier)
+            return _in_bed(study, tb, c, rep, raw_out, prov_out, bed, earlier)
         except MeasurementTimeout as exc:
             if len(earlier) >= retries:
                 raise
             earlier.append(str(exc.failed))
             print(f"retry {len(earlier)} of {retries}: {c.benchmark}/{c.params} rep {rep} was killed at its time "
                   f"limit; its output is kept at {exc.failed}", file=sys.stderr, flush=True)
+            if bed is not None and hasattr(bed, "kill_strays"):
+                bed.kill_strays(STRAYS + ((Path(exc.program).name,) if exc.program else ()))
+
+
+#: Launchers' and daemons' process names a killed run may leave in guests.
+STRAYS = ("mpirun", "orterun", "orted", "prted", "mpiexec", "mpiexec.hydra", "hydra_pmi_proxy")
+
+
+def _in_bed(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str, bed,
+            earlier: list[str]) -> dict:
+    if tb["kind"] == "netns-bridge" and bed is None:
+        from .netns import NetnsBridge
+
+        net = tb.get("network", {})
+        # the namespaces (and everything in them) go when the attempt ends: a retry starts clean
+        with NetnsBridge(bed_tag(study["campaign"], c.key, rep), hosts=tb["nodes"],
+                         subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500),
+                         rate=net.get("rate"), delay_us=net.get("delay_us")) as bed:
+            return _attempt(study, tb, c, rep, raw_out, prov_out, bed, earlier)
+    return _attempt(study, tb, c, rep, raw_out, prov_out, bed, earlier)
 
 
 def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str, bed,
@@ -257,7 +273,7 @@ def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, pr
         f"  command: {' '.join(launch.argv)}\n  last lines:\n{_tail(failed)}"
         + (f"\n  runner: {runner_err[-500:]}" if runner_err else "")
     )
-    exc.failed = failed
+    exc.failed, exc.program = failed, (binary or {}).get("path")
     raise exc
 
 

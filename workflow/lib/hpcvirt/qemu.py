@@ -34,6 +34,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -285,6 +286,18 @@ class Cluster:
     def argv(self, g: int | str, cmd: Sequence[str] | str) -> list[str]:
         remote = cmd if isinstance(cmd, str) else shlex.join(cmd)
         return self.exec_prefix(g) + [remote]
+
+    def kill_strays(self, names: Sequence[str], timeout: float = 30) -> None:
+        """Kill, in every guest, the processes of these names (exact names,
+        validated: what a run killed at its time limit may have left, since
+        killing the ssh client does not end the command in the guest)."""
+        names = [n[:15] for n in names]       # the kernel's process name is cut at 15 characters
+        bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9._+-]{1,15}", n)]
+        if bad:
+            raise ValueError(f"not process names: {bad}")
+        cmd = "; ".join(f"pkill -KILL -x {shlex.quote(n)}" for n in names) + "; true"
+        for g in self.guests:
+            self.run(g, cmd, timeout=timeout)
 
     def check_alive(self) -> None:
         for i, p in enumerate(self.procs):
