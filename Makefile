@@ -89,7 +89,7 @@ archive: deps-study
 	snakemake $(PROFILE)
 
 test: deps-all
-	$(VENV)/bin/python -m pytest -ra
+	$(VENV)/bin/python -m pytest -ra --durations=25
 
 figure: deps
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf

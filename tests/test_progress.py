@@ -4,6 +4,7 @@ archived campaign (slots from its provenance records)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from hpcvirt import progress
@@ -17,22 +18,45 @@ def _record(root: Path, campaign: str, key: str, start: str, end: str) -> None:
     p.with_suffix(".out").write_text("raw\n")
 
 
-def test_slots_include_the_overhead_up_to_the_next_run_but_not_pauses(tmp_path, monkeypatch):
+def _at(seconds: float) -> str:
+    return (datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)).isoformat()
+
+
+def test_slots_are_the_run_its_testbeds_median_overhead_and_its_share_of_a_round_boot(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
-    T = "2026-01-01T00:{}+00:00"
-    _record(tmp_path, "arch", "local/netpipe/a/rep-1", T.format("00:00"), T.format("00:10"))  # next starts at 00:15
-    _record(tmp_path, "arch", "vm/netpipe/b/rep-1", T.format("00:15"), T.format("01:15"))     # next: 50 min later
-    _record(tmp_path, "arch", "vm/netpipe/b/rep-2", T.format("51:15"), T.format("51:45"))
-    # a failed run's record is not a measurement
-    _record(tmp_path, "arch", "vm/netpipe/b/rep-3.failed-20260101T000000Z", T.format("52:00"), T.format("59:00"))
+    # this host: 2 s of job overhead before each run, and a pause of 50 min (the archive was extended later)
+    for rep, (start, end) in enumerate([(0, 10), (12, 22), (3022, 3032), (3034, 3044)], 1):
+        _record(tmp_path, "arch", f"local/netpipe/a/rep-{rep}", _at(start), _at(end))
+    # guests: 60 s of boot before each round, 1 s between the runs of a round
+    vm = tmp_path / "data/raw/arch/vm/testbed.json"
+    vm.parent.mkdir(parents=True)
+    vm.write_text(json.dumps({"testbed": {"kind": "qemu"}}))
+    for key, start, end in [("x/rep-1", 3104, 3124), ("y/rep-1", 3125, 3135),
+                            ("x/rep-2", 3195, 3215), ("y/rep-2", 3216, 3226)]:
+        _record(tmp_path, "arch", f"vm/netpipe/{key}", _at(start), _at(end))
+    # a failed run's record is not a measurement (its time is in a gap, like a pause)
+    _record(tmp_path, "arch", "vm/netpipe/x/rep-3.failed-20260101T000000Z", _at(3300), _at(3400))
     arch = progress.archive_slots("arch")
-    assert arch["slots"] == {"local/netpipe/a/rep-1": 15.0, "vm/netpipe/b/rep-1": 60.0, "vm/netpipe/b/rep-2": 30.0}
+    assert arch["slots"] == {**{f"local/netpipe/a/rep-{r}": 12.0 for r in (1, 2, 3, 4)},
+                             "vm/netpipe/x/rep-1": 51.0, "vm/netpipe/y/rep-1": 41.0,
+                             "vm/netpipe/x/rep-2": 51.0, "vm/netpipe/y/rep-2": 41.0}
+    # the slots add up to the wall time without the pause (and the first run's overhead)
+    assert sum(arch["slots"].values()) == 3226 - (3000 - 2) + 2 + 2
     assert arch["cpu"] == "Test CPU, 2 CPUs"
     assert (tmp_path / ".hpcvirt/progress/arch.json").exists()
     # same configuration and round; else the median of its testbed and benchmark; else of its testbed
     seconds, unknown = progress.estimate(
-        ["vm/netpipe/b/rep-2", "vm/netpipe/c/rep-1", "vm/qperf/x/rep-1", "bridge/netpipe/a/rep-1"], arch["slots"])
-    assert (seconds, unknown) == (30.0 + 45.0 + 45.0, 1)
+        ["vm/netpipe/x/rep-2", "vm/netpipe/z/rep-1", "vm/qperf/q/rep-1", "bridge/netpipe/a/rep-1"], arch["slots"])
+    assert (seconds, unknown) == (51.0 + 46.0 + 46.0, 1)
+
+
+def test_a_cache_made_another_way_is_made_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
+    _record(tmp_path, "arch", "local/netpipe/a/rep-1", _at(0), _at(10))
+    cache = tmp_path / ".hpcvirt/progress/arch.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"records": 1, "cpu": "x", "slots": {"local/netpipe/a/rep-1": 999.0}}))
+    assert progress.archive_slots("arch")["slots"] == {"local/netpipe/a/rep-1": 10.0}
 
 
 def test_status_counts_what_is_done_and_estimates_the_rest(tmp_path, monkeypatch):

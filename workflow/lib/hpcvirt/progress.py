@@ -3,10 +3,14 @@ done, and how long the missing ones took in the archived campaign.
 
 The estimate comes from the archived campaign's provenance: every raw output
 has a JSON record with ``started_at`` and ``finished_at``.  The *slot* of a
-run is the time from its start to the start of the next run of the campaign
-(whatever the testbed), so it includes the job overhead and the guests' boot
-before a VM round; a gap far longer than the run itself (the campaign was
-paused or extended later) counts as the run's own duration only.  A missing
+run is its own duration, plus the median gap before a run of its testbed
+(the job overhead), plus, on a qemu testbed, its share of the median boot of
+a round (the gap before a run that does not follow a run of the same round;
+the guests boot once per round).  Medians, because an archive extended in
+pieces has pauses between its runs, and the time of a run that failed and
+was measured again sits in a gap too: the slots of a campaign measured in
+one piece add up to about its wall time, those of one extended later do not
+count its pauses.  A missing
 measurement is estimated by the slot of the same configuration and round in
 the archive, else by the median slot of its testbed and benchmark, else of
 its testbed.  The archive was measured on another machine: the estimate says
@@ -39,6 +43,9 @@ from .atomic import write_json
 from .config import archived_campaign
 from .matrix import RAW_ROOT, all_raw_paths
 
+#: How slots are computed (a cache made another way is made again).
+SLOT_METHOD = "run+median-overhead+boot-share"
+
 # A gap longer than this beyond the run's own duration is a pause, not overhead.
 PAUSE_S = 600
 
@@ -56,7 +63,7 @@ def archive_slots(campaign: str, raw_root: str | Path = RAW_ROOT) -> dict:
     cache = paths.workdir() / "progress" / f"{campaign}.json"
     try:
         cached = json.loads(cache.read_text())
-        if cached.get("records") == len(records):
+        if cached.get("records") == len(records) and cached.get("method") == SLOT_METHOD:
             return cached
     except (OSError, ValueError):
         pass
@@ -71,15 +78,43 @@ def archive_slots(campaign: str, raw_root: str | Path = RAW_ROOT) -> dict:
             cpu = f"{host_cpu.get('model')}, {host_cpu.get('lscpu', {}).get('CPU(s)', '?')} CPUs"
         runs.append((start, end, str(p.relative_to(root).with_suffix(""))))
     runs.sort()
-    slots = {}
-    for i, (start, end, key) in enumerate(runs):
-        own = (end - start).total_seconds()
-        gap = (runs[i + 1][0] - start).total_seconds() if i + 1 < len(runs) else own
-        slots[key] = round(gap if gap <= own + PAUSE_S else own, 3)
-    out = {"campaign": campaign, "cpu": cpu, "records": len(records), "slots": slots}
+    slots = _slots(runs, {tb.parent.name for tb in root.glob("*/testbed.json") if _is_qemu(tb)})
+    out = {"campaign": campaign, "cpu": cpu, "records": len(records), "method": SLOT_METHOD, "slots": slots}
     if slots:
         write_json(cache, out)
     return out
+
+
+def _is_qemu(testbed_json: Path) -> bool:
+    try:
+        return json.loads(testbed_json.read_text())["testbed"]["kind"] == "qemu"
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _slots(runs: list[tuple[datetime, datetime, str]], rounds: set[str]) -> dict[str, float]:
+    """Slot of every run (``runs`` in time order; ``rounds``: testbeds whose
+    runs go in rounds that boot guests first)."""
+    overhead: dict[str, list[float]] = {}
+    boots: dict[str, list[float]] = {}
+    per_round: dict[tuple[str, str], int] = {}
+    for i, (start, end, key) in enumerate(runs):
+        testbed, rep = key.split("/")[0], key.rsplit("rep-", 1)[1]
+        per_round[(testbed, rep)] = per_round.get((testbed, rep), 0) + 1
+        if i == 0:
+            continue
+        gap = max(0.0, (start - runs[i - 1][1]).total_seconds())
+        prev = runs[i - 1][2]
+        same_round = prev.split("/")[0] == testbed and prev.rsplit("rep-", 1)[1] == rep
+        (boots if testbed in rounds and not same_round else overhead).setdefault(testbed, []).append(gap)
+    slots = {}
+    for start, end, key in runs:
+        testbed, rep = key.split("/")[0], key.rsplit("rep-", 1)[1]
+        seconds = (end - start).total_seconds() + statistics.median(overhead.get(testbed) or [0.0])
+        if testbed in rounds:
+            seconds += statistics.median(boots.get(testbed) or [0.0]) / per_round[(testbed, rep)]
+        slots[key] = round(seconds, 3)
+    return slots
 
 
 def estimate(keys: list[str], slots: dict[str, float]) -> tuple[float, int]:
