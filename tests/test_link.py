@@ -168,3 +168,99 @@ def test_the_limit_applies_to_a_tap_as_the_qemu_testbed_makes_it(tag):
     finally:
         subprocess.run(["ip", "netns", "del", ns], timeout=10)
     assert _leftovers(tag) == []
+
+
+# ------------------------------------------------ data paths: tunnel and direct path
+def _bytes(ns: str, dev: str) -> tuple[int, int]:
+    """(rx, tx) bytes of an interface in a namespace."""
+    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev], capture_output=True, text=True,
+                         timeout=10, check=True).stdout
+    stats = __import__("json").loads(out)[0]["stats64"]
+    return stats["rx"]["bytes"], stats["tx"]["bytes"]
+
+
+def _netpipe(tb, tmp_path, mpi: str = "openmpi") -> int:
+    """A NetPIPE ping-pong to 1 MiB between the two hosts; the payload bytes rank 0 sent."""
+    from test_netns import launcher
+
+    out = tmp_path / f"np-{mpi}.out"
+    exe = {"openmpi": "NPopenmpi", "mpich": "NPmpich2"}[mpi]
+    cp = subprocess.run(launcher(tb, mpi) + [exe, "-l", "1", "-u", str(2**20), "-p", "0", "-o", str(out)],
+                        capture_output=True, text=True, timeout=240)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    rows = [line.split() for line in out.read_text().splitlines() if line.strip()]
+    assert rows and int(float(rows[-1][0])) == 2**20
+    return sum(int(float(r[0])) for r in rows)        # one message of each size at least (NetPIPE repeats)
+
+
+@pytest.mark.vm
+@needs_netns
+@pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
+@pytest.mark.parametrize("path", ["vxlan", "macvlan"])
+def test_mpi_traffic_takes_the_declared_data_path(tag, tmp_path, path):
+    """The tunnel: MPI's bytes cross eth0 (the VXLAN device) and, encapsulated, the underlay and the
+    switch.  The direct path: they cross eth0 (a macvlan) and no bridge exists at all."""
+    if link.probe(path):
+        pytest.skip(f"this kernel has no {path}")
+    with NetnsBridge(tag, subnet="198.18.8.0/24", path=path, rate="10gbit") as tb:
+        assert tb.info["path"] == path and tb.info["link"] == f"{path}, rate 10gbit"
+        kind = subprocess.run(["ip", "-n", tb.hosts[0], "-d", "link", "show", "dev", "eth0"], capture_output=True,
+                              text=True, timeout=10).stdout
+        assert f" {path} " in kind, kind
+        links = subprocess.run(["ip", "-n", tb.switch_ns, "-d", "link", "show"], capture_output=True, text=True,
+                               timeout=10).stdout
+        before = {h: _bytes(h, "eth0") for h in tb.hosts}
+        under = {h: _bytes(h, link.UNDERLAY_IFACE) for h in tb.hosts} if path == "vxlan" else {}
+        sent = _netpipe(tb, tmp_path)
+        after = {h: _bytes(h, "eth0") for h in tb.hosts}
+        tx0 = after[tb.hosts[0]][1] - before[tb.hosts[0]][1]
+        rx1 = after[tb.hosts[1]][0] - before[tb.hosts[1]][0]
+        assert tx0 >= sent and rx1 >= sent, (tx0, rx1, sent)
+        if path == "vxlan":
+            assert tb.mtu == 1450 and tb.info["underlay"] == link.UNDERLAY
+            # every overlay byte crossed the underlay with its 50-byte VXLAN header
+            utx = _bytes(tb.hosts[0], link.UNDERLAY_IFACE)[1] - under[tb.hosts[0]][1]
+            assert utx > tx0, (utx, tx0)
+            assert " bridge " in links and "vxlan" not in links       # the switch sees only the underlay
+            qd = subprocess.run(["tc", "-n", tb.switch_ns, "qdisc", "show"], capture_output=True, text=True,
+                                timeout=10).stdout
+            assert qd.count("qdisc tbf") == 2, qd                      # the limit is on the underlay's ports
+        else:
+            assert " bridge " not in links and tb.bridge == ""         # no software switch on the path
+            qd = subprocess.run(["tc", "-n", tb.hosts[0], "qdisc", "show", "dev", "eth0"], capture_output=True,
+                                text=True, timeout=10).stdout
+            assert "qdisc tbf" in qd, qd                                # the limit sits at the host's egress
+    assert _leftovers(tag) == []
+
+
+@pytest.mark.vm
+@needs_netns
+def test_a_data_path_the_kernel_lacks_fails_before_any_job_naming_the_option():
+    missing = [p for p in ("gretap", "vxlan", "macvlan") if link.probe(p)]
+    if not missing:
+        pytest.skip("this kernel has every data path: the refusal cannot be shown here")
+    p = missing[0]
+    with pytest.raises(link.LinkError, match=rf"config/testbeds/x.yaml: network.path {p} needs the kernel's {p} "
+                                             rf"devices \({link.KERNEL_OPTION[p]}\), which this host does not provide"):
+        link.check({"path": p}, "config/testbeds/x.yaml")
+
+
+def test_data_path_settings_are_checked_and_named(tmp_path):
+    assert link.label({"path": "vxlan", "rate": "1gbit"}) == "vxlan, rate 1gbit"
+    assert link.label({"path": "bridge"}) == ""
+    assert link.needed({"path": "macvlan", "rate": "1gbit"}) == ["tbf", "macvlan"]
+    assert link.tunnel_argv("gretap", "h0", "eth0", "ul0", "198.19.254.1", ["198.19.254.2"]) == [
+        ["ip", "-n", "h0", "link", "add", "eth0", "type", "gretap", "local", "198.19.254.1", "remote", "198.19.254.2"]]
+    for base in ("vm", "bridge"):
+        (tmp_path / f"{base}.yaml").write_text((ROOT / f"config/testbeds/{base}.yaml").read_text())
+    bad = {"v.yaml": ({"extends": "vm", "network": {"path": "macvlan"}},
+                       "network.path: 'macvlan' is a data path of netns-bridge testbeds (this testbed is 'qemu')"),
+           "b.yaml": ({"extends": "bridge", "network": {"path": "macvlan", "delay_us": 5}},
+                      "network.delay_us: macvlan has no switch port for a delay"),
+           "c.yaml": ({"extends": "bridge", "network": {"underlay": "198.19.3.0/24"}},
+                      "network.underlay: the underlay of a tunnel"),
+           "d.yaml": ({"extends": "bridge", "network": {"path": "tunnel"}}, "network.path")}
+    for name, (doc, message) in bad.items():
+        (tmp_path / name).write_text(yaml.safe_dump({"name": name[:-5], **doc}))
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_testbed(tmp_path / name)

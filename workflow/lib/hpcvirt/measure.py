@@ -38,7 +38,7 @@ from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
 from .config import testbed_hash
 from .execute import execute, succeeded
-from .link import label as link_label
+from .link import UNDERLAY, label as link_label
 from .matrix import Configuration
 from .sources import SourceError
 from .stack import runtime_provenance
@@ -207,7 +207,8 @@ def _in_bed(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, pro
         # the namespaces (and everything in them) go when the attempt ends: a retry starts clean
         with NetnsBridge(bed_tag(study["campaign"], c.key, rep), hosts=tb["nodes"],
                          subnet=net.get("subnet", "198.18.0.0/24"), mtu=net.get("mtu", 1500),
-                         rate=net.get("rate"), delay_us=net.get("delay_us")) as bed:
+                         rate=net.get("rate"), delay_us=net.get("delay_us"), path=net.get("path", "bridge"),
+                         underlay=net.get("underlay", UNDERLAY)) as bed:
             return _attempt(study, tb, c, rep, raw_out, prov_out, bed, earlier)
     return _attempt(study, tb, c, rep, raw_out, prov_out, bed, earlier)
 

@@ -312,9 +312,17 @@ class NetnsBridge(GuardedTestbed):
 
     def __init__(self, tag: str, hosts: int = 2, subnet: str = "198.18.0.0/24",
                  mtu: int = 1500, setup_timeout_s: float = 30, rate: str | None = None,
-                 delay_us: int | None = None):
+                 delay_us: int | None = None, path: str = "bridge", underlay: str = link.UNDERLAY):
         self.names = names(tag, hosts)
         self.link = {"rate": rate, "delay_us": delay_us}   # hpcvirt.link: qdiscs on the switch ports
+        if path not in link.PATHS:
+            raise ValueError(f"data path {path!r}: expected one of {', '.join(link.PATHS)}")
+        if path == "gretap" and hosts != 2:
+            raise ValueError(f"a gretap tunnel joins two hosts, not {hosts}")
+        if path == "macvlan" and delay_us:
+            raise ValueError("macvlan has no switch port for a delay (network.delay_us)")
+        self.path = path
+        self.underlay_net, self.underlay = host_addresses(underlay, hosts)
         self.tag = tag
         self.nhosts = hosts
         self.net, self.addresses = host_addresses(subnet, hosts)
@@ -330,24 +338,57 @@ class NetnsBridge(GuardedTestbed):
         ip = lambda *a: run(["ip", *a], timeout=self.setup_timeout_s)  # noqa: E731
         ip("netns", "add", sw)
         ip("-n", sw, "link", "set", "lo", "up")
-        ip("-n", sw, "link", "add", n["bridge"], "mtu", str(self.mtu), "type", "bridge")
-        ip("-n", sw, "link", "set", n["bridge"], "up")
+        if self.path == "macvlan":
+            # the direct path: one lower device, and a macvlan of it (bridge mode) per host; frames
+            # between hosts pass from one macvlan to the other inside the driver, no software switch
+            lower = f"{n['bridge'][:-2]}lo"
+            ip("-n", sw, "link", "add", lower, "mtu", str(self.mtu), "type", "veth", "peer", "name",
+               f"{lower}x", "mtu", str(self.mtu))
+            for dev in (lower, f"{lower}x"):
+                ip("-n", sw, "link", "set", dev, "up")
+        else:
+            ip("-n", sw, "link", "add", n["bridge"], "mtu", str(self.mtu), "type", "bridge")
+            ip("-n", sw, "link", "set", n["bridge"], "up")
         for i, (hns, port) in enumerate(zip(n["host_ns"], n["switch_ports"])):
             ip("netns", "add", hns)
             ip("-n", hns, "link", "set", "lo", "up")
+            if self.path == "macvlan":
+                ip("-n", sw, "link", "add", port, "link", lower, "type", "macvlan", "mode", "bridge")
+                ip("-n", sw, "link", "set", port, "netns", hns)
+                ip("-n", hns, "link", "set", port, "name", HOST_IFACE)
+                for argv in link.qdisc_argv(hns, HOST_IFACE, **self.link):   # at each host's egress
+                    run(argv, timeout=self.setup_timeout_s)
+                ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}", "dev", HOST_IFACE)
+                ip("-n", hns, "link", "set", HOST_IFACE, "up")
+                continue
+            # the host's link to the switch: eth0, or under a tunnel the underlay ul0
+            wire = HOST_IFACE if self.path == "bridge" else link.UNDERLAY_IFACE
             ip("-n", sw, "link", "add", port, "mtu", str(self.mtu), "type", "veth",
-               "peer", "name", HOST_IFACE, "mtu", str(self.mtu), "netns", hns)
+               "peer", "name", wire, "mtu", str(self.mtu), "netns", hns)
             ip("-n", sw, "link", "set", port, "master", n["bridge"], "up")
             for argv in link.qdisc_argv(sw, port, **self.link):
                 run(argv, timeout=self.setup_timeout_s)
-            ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}",
-               "dev", HOST_IFACE)
+            if self.path == "bridge":
+                ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}",
+                   "dev", HOST_IFACE)
+                ip("-n", hns, "link", "set", HOST_IFACE, "up")
+                continue
+            ip("-n", hns, "addr", "add", f"{self.underlay[i]}/{self.underlay_net.prefixlen}", "dev", wire)
+            ip("-n", hns, "link", "set", wire, "up")
+            peers = [a for j, a in enumerate(self.underlay) if j != i]
+            for argv in link.tunnel_argv(self.path, hns, HOST_IFACE, wire, self.underlay[i], peers):
+                run(argv, timeout=self.setup_timeout_s)
+            ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}", "dev", HOST_IFACE)
             ip("-n", hns, "link", "set", HOST_IFACE, "up")
+        mtu = self.mtu - link.OVERHEAD.get(self.path, 0)
         return Testbed(kind="netns-bridge", tag=self.tag, hosts=list(n["host_ns"]),
-                       addresses=list(self.addresses), subnet=str(self.net), mtu=self.mtu,
-                       switch_ns=sw, bridge=n["bridge"],
+                       addresses=list(self.addresses), subnet=str(self.net), mtu=mtu,
+                       switch_ns=sw, bridge="" if self.path == "macvlan" else n["bridge"],
                        info={"testbed": "netns-bridge", "hosts": self.nhosts,
-                             "subnet": str(self.net), "mtu": self.mtu, "link": link.label(self.link),
+                             "subnet": str(self.net), "mtu": mtu, "path": self.path,
+                             "link": link.label({**self.link, "path": self.path}),
+                             **({"underlay": str(self.underlay_net), "underlay_mtu": self.mtu}
+                                if self.path in link.TUNNELS else {}),
                              "agent": str(agent_path())})
 
     def _build(self) -> Testbed:
