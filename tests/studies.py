@@ -23,7 +23,11 @@ def study_for(testbeds: list[str], tbs: dict[str, dict] | None = None, **experim
     study = dict(copy.deepcopy(STUDY), testbeds=list(testbeds))
     for bench in REGISTRY:
         exp = study["experiments"].get(bench.experiment)
-        if exp is None or not bench.mpi:
+        if exp is None:
+            continue
+        if not bench.mpi:       # a client/server benchmark: offered by a testbed with its entry
+            exp["enabled"] = exp.get("enabled", True) and any(
+                bench.name in tb and tb.get("nodes", 1) >= bench.min_hosts for tb in tbs.values())
             continue
         offer: dict[str, set] = {}
         for tb in tbs.values():

@@ -44,7 +44,7 @@ __all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Cho
 
 # ----------------------------------------------------------------- registry
 #: The benchmark modules, in the order configurations are listed.
-MODULES = ("netpipe", "qperf", "advect", "osu", "npb", "imb", "commprof", "openfoam", "lammps", "milc", "qe")
+MODULES = ("netpipe", "qperf", "advect", "osu", "npb", "imb", "commprof", "openfoam", "lammps", "milc", "qe", "iperf3")
 
 
 @dataclass

@@ -1,0 +1,108 @@
+"""Concurrent TCP streams with iperf3 (``-J``, JSON): the aggregate bandwidth
+of ``streams`` parallel connections from one host (or guest) to another,
+Nanos et al.'s network benchmark (four streams, NATIVE / BRIDGED / IOV
+data paths).
+
+The client's JSON report holds ``start.test_start`` (streams, duration,
+omitted warm-up seconds), one ``end.streams`` entry per connection and the
+sums ``end.sum_sent`` / ``end.sum_received``.  Emitted:
+
+* ``bandwidth`` (MB/s, 10^6 bytes/s): the receiver's aggregate
+  (``sum_received``, bytes the server got in the timed seconds);
+* ``stream_bandwidth`` (MB/s): each stream's received rate (``variant``
+  ``stream <i>``), so an unfair split shows;
+* ``retransmits`` (count): the sender's TCP retransmissions.
+
+ParseError for iperf3's own ``error`` (a refused connection, a server that
+went away), a report cut before its ``end`` block (truncated JSON), or a
+report of another stream count, duration or warm-up than declared.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..tidy import Measurement, ParseError
+from .base import Benchmark, Int, Job, Package
+from .common import read_text
+
+
+def parse(path, *, streams: int | None = None, seconds: int | None = None, omit: int | None = None
+          ) -> list[Measurement]:
+    text = read_text(path)
+    try:
+        report = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(path, f"not a complete iperf3 JSON report (cut off?): {exc}") from None
+    if not isinstance(report, dict):
+        raise ParseError(path, "not an iperf3 JSON report")
+    if report.get("error"):
+        raise ParseError(path, f"iperf3 failed: {report['error']!r}")
+    start, end = report.get("start") or {}, report.get("end") or {}
+    test = start.get("test_start") or {}
+    received, sent = end.get("sum_received"), end.get("sum_sent")
+    if not received or not sent or "streams" not in end:
+        raise ParseError(path, "the report has no end block (the run was cut before it finished)")
+    for key, want in (("num_streams", streams), ("duration", seconds), ("omit", omit)):
+        if want is not None and test.get(key) != want:
+            raise ParseError(path, f"test_start.{key} is {test.get(key)!r}, but {want} was declared")
+    if test.get("protocol") != "TCP":
+        raise ParseError(path, f"protocol {test.get('protocol')!r}, not TCP")
+    per_stream = [s.get("receiver") or {} for s in end["streams"]]
+    if len(per_stream) != test.get("num_streams") or not all("bits_per_second" in s for s in per_stream):
+        raise ParseError(path, f"{len(per_stream)} stream results for {test.get('num_streams')} streams")
+    n = test["num_streams"]
+    common = dict(benchmark="iperf3", ranks=2, extra={"streams": str(n), "seconds": str(test.get("duration")),
+                                                      "omit": str(test.get("omit"))})
+    out = [Measurement(metric="bandwidth", unit="MB/s", value=received["bits_per_second"] / 8e6,
+                       variant=f"{n} streams", iteration_count=n, **common),
+           Measurement(metric="retransmits", unit="count", value=float(sent.get("retransmits", 0)),
+                       variant=f"{n} streams", iteration_count=n, **common)]
+    out += [Measurement(metric="stream_bandwidth", unit="MB/s", value=s["bits_per_second"] / 8e6,
+                        variant=f"stream {i}", iteration_count=1, **common) for i, s in enumerate(per_stream, 1)]
+    return out
+
+
+class Iperf3(Benchmark):
+    name = "iperf3"
+    experiment = "streams"
+    title = "Concurrent TCP streams with iperf3 3.12: aggregate and per-stream bandwidth (Nanos et al.)"
+    params = {
+        "streams": Int("Parallel TCP connections (iperf3 `-P`); Nanos et al. used 4.", 4, minimum=1, maximum=128),
+        "seconds": Int("Timed seconds (iperf3 `-t`).", 5, minimum=1, maximum=600),
+        "omit": Int("Warm-up seconds before the timed ones, not counted (iperf3 `-O`: TCP slow start).", 1,
+                    minimum=0, maximum=60),
+    }
+    raw_template = "P{streams}_t{seconds}_o{omit}"
+    build = Package(("iperf3",))
+    mpi = False
+    testbed_keys = {
+        "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:-]+$", "default": "127.0.0.1",
+                        "description": "Where the server listens on a one-host testbed (inside the private "
+                                       "namespace of the measurement); multi-host testbeds use the second host."},
+        "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": 19801,
+                 "description": "Listen port of the server."},
+    }
+    metrics = {"bandwidth": "MB/s", "stream_bandwidth": "MB/s", "retransmits": "count"}
+    success = ("a complete JSON report (its end block) of the declared streams, seconds and warm-up, a result "
+               "for every stream, and no iperf3 error")
+
+    def job(self, s: dict, entry: dict) -> Job:
+        port = str(entry["port"])
+        iperf3 = [entry["binary"], *entry.get("args", [])]
+        argv = [*iperf3, "-c", "{peer}", "-p", port, "-P", str(s["streams"]), "-t", str(s["seconds"]),
+                "-O", str(s["omit"]), "-J"]
+        # the server is ready when it accepts a connection: a bare connect, which the server drops
+        # before it listens again (a short test as the probe would load the link before the timed one)
+        return Job(argv, mpi=None, ranks=2, server_argv=[*iperf3, "-s", "-p", port],
+                   probe_argv=["bash", "-c", f"exec 3<>/dev/tcp/{{peer}}/{port}"], port=int(port))
+
+    def expected(self, s: dict, rank_hosts: list[str]) -> dict:
+        return {"streams": s["streams"], "seconds": s["seconds"], "omit": s["omit"]}
+
+    def parse(self, raw, expected: dict) -> list[Measurement]:
+        return parse(raw, streams=expected.get("streams"), seconds=expected.get("seconds"),
+                     omit=expected.get("omit"))
+
+
+BENCHMARK = Iperf3()
