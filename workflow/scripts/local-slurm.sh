@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# A private one-node Slurm cluster (munged + slurmctld + slurmd) for running
-# the workflow with the Snakemake Slurm executor on a single machine.
+# A private Slurm cluster (munged + slurmctld + slurmd) for running the
+# workflow with the Snakemake Slurm executor on a single machine: one node
+# (the default), or two to four nodes, each in its own network namespace.
 #
-# Usage: local-slurm.sh start|stop|status|env
+# Usage: local-slurm.sh start [--nodes N] [--cpus-per-node C]
+#        local-slurm.sh stop|status|env
+#        local-slurm.sh exec CMD [ARG...]      (multi-node mode: run CMD on the
+#                                               controller host, e.g. srun)
+#
+# The one-node mode is described first, the multi-node mode ("Several nodes")
+# below it.
 #
 # All state lives under ${HPCVIRT_WORKDIR:-<project>/.hpcvirt}/slurm/:
 #   slurm.conf, plugstack.conf   generated configuration
@@ -35,8 +42,45 @@
 # squeue for MinJobAge=600 s, which is what the Snakemake profile's
 # `slurm-status-command: squeue` relies on.
 #
+# Several nodes (start --nodes N, 2 <= N <= 4): every node is a network
+# namespace hvslurm-n<i> whose eth0 (198.18.4.<i>/24) is one end of a veth
+# pair; the other end (hvslurm-v<i>) is a port of the Linux bridge hvslurmbr in
+# the root namespace, which carries 198.18.4.254/24 (the controller host
+# hvslurm-ctl).  198.18.4.0/24 lies in the benchmarking range and is not used by
+# any other testbed (bridge 198.18.0, vm 198.18.1, bridge-gbe 198.18.2,
+# bridge-10g 198.18.3); there is no default route in the nodes and no
+# forwarding, so traffic stays on the bridge.  Only one multi-node cluster can
+# exist per machine (the names are fixed); the bridge's alias names the state
+# directory that owns it.
+#   - Each slurmd runs as `slurmd -N hvslurm-n<i>`, entered with
+#     `nsenter --net=/run/netns/hvslurm-n<i>` (not `ip netns exec`, which
+#     remounts /sys), inside its own UTS and mount namespace: the host name is
+#     hvslurm-n<i>, and <state>/hosts is bind-mounted on /etc/hosts so that the
+#     node names resolve to the bridge addresses (srun and slurmstepd bind to
+#     the address their host name resolves to).  The root namespace's
+#     /etc/hosts and host name are not touched.
+#   - slurmctld runs in the root network namespace, in a UTS/mount namespace of
+#     its own as host hvslurm-ctl, and binds 198.18.4.254 only
+#     (NoCtldInAddrAny); each slurmd binds its node's address (NoInAddrAny).
+#   - munged stays in the root namespace (Unix socket; the nodes share the
+#     file system).
+#   - Per-node spool, pid and log files: spool/<node>, run/slurmd-<node>.pid,
+#     log/slurmd-<node>.log (%n in slurm.conf).
+#   - ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, no cgroups.
+#   - CPUs: each node has --cpus-per-node CPUs (default 1), at most the
+#     machine's CPU count.  With the default the nodes together have exactly
+#     the machine's CPUs (2 here); a larger value oversubscribes the machine
+#     (each node's CPUs are then the same physical cores) and `start` says so.
+#     Memory: the machine's memory divided among the nodes.
+#   - srun must run where its host name resolves to a cluster address: inside
+#     a batch job (it then runs on a node), or with `local-slurm.sh exec srun
+#     ...` (the controller host's UTS/mount namespace).  A plain srun in the
+#     root namespace binds to 127.0.0.1, which the nodes cannot reach.
+#   - `stop` also kills every process left in the node namespaces and deletes
+#     the namespaces (which removes the veth pairs) and the bridge.
+#
 # Other environment variables:
-#   HPCVIRT_SLURM_START_TIMEOUT  seconds to wait for the node to become idle (30)
+#   HPCVIRT_SLURM_START_TIMEOUT  seconds to wait for the nodes to become idle (30)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,6 +112,21 @@ CTLD_PORT="${PORT_BASE}"
 SLURMD_PORT=$((PORT_BASE + 1))
 SRUN_PORTS="$((PORT_BASE + 16))-$((PORT_BASE + 63))"
 
+# several nodes (see the header); fixed names: one such cluster per machine
+MAX_NODES=4
+NET_PREFIX="198.18.4"
+NET_LEN=24
+CTL_ADDR="${NET_PREFIX}.254"
+CTL_HOST="hvslurm-ctl"
+BRIDGE="hvslurmbr"
+NODES_FILE="${D}/nodes"
+HOSTS_FILE="${D}/hosts"
+mn_node() { echo "hvslurm-n$1"; }   # Slurm node name = host name = netns name
+mn_veth() { echo "hvslurm-v$1"; }   # root-namespace end of node $1's veth pair
+mn_addr() { echo "${NET_PREFIX}.$1"; }
+mn_pidfile() { echo "${D}/run/slurmd-$(mn_node "$1").pid"; }
+mn_log() { echo "${LOG_DIR}/slurmd-$(mn_node "$1").log"; }
+
 # Clients started by this script use our configuration.
 export SLURM_CONF="${CONF}"
 
@@ -84,7 +143,7 @@ need() {
 # pid from a pid file if that process is alive and runs the expected program
 pid_of() {
     local pidfile="$1" prog="$2" pid
-    [[ -s "${pidfile}" ]] || return 1
+    [[ -f "${pidfile}" && -s "${pidfile}" ]] || return 1
     pid="$(tr -dc '0-9' <"${pidfile}")"
     [[ -n "${pid}" && -d "/proc/${pid}" ]] || return 1
     [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == "${prog}" ]] || return 1
@@ -293,6 +352,9 @@ wait_node_idle() {
 
 do_start() {
     need munged munge unmunge slurmctld slurmd sinfo scontrol squeue scancel
+    if [[ "$(cluster_nodes)" -ge 2 ]] && { ctld_up || mn_any_slurmd_up; }; then
+        die "a cluster with $(cluster_nodes) nodes is running from ${D}; stop it first"
+    fi
     check_loopback_hostname
     check_etc_link
     mkdir -p "${D}/run" "${D}/spool/ctld" "${D}/spool/d" "${LOG_DIR}"
@@ -308,6 +370,7 @@ do_start() {
     # (re)write the configuration only while no Slurm daemon of ours runs
     if ! ctld_up && ! slurmd_up; then
         write_conf
+        rm -f "${NODES_FILE}" "${HOSTS_FILE}"
     fi
     ensure_munge_key
     start_munged
@@ -317,6 +380,321 @@ do_start() {
     install_etc_link
     log "up: node ${NODE_NAME} idle in partition '${PARTITION}', slurmctld 127.0.0.1:${CTLD_PORT}, slurmd 127.0.0.1:${SLURMD_PORT}"
     log "use: eval \"\$(${BASH_SOURCE[0]} env)\""
+}
+
+# ------------------------------------------------------------ several nodes
+# number of nodes of the cluster in this state directory (1 if none recorded)
+cluster_nodes() {
+    local n=1
+    [[ -s "${NODES_FILE}" ]] && n="$(tr -dc '0-9' <"${NODES_FILE}")"
+    echo "${n:-1}"
+}
+
+bridge_exists() { [[ -e "/sys/class/net/${BRIDGE}" ]]; }
+bridge_owner() { cat "/sys/class/net/${BRIDGE}/ifalias" 2>/dev/null || true; }
+bridge_is_ours() { bridge_exists && [[ "$(bridge_owner)" == "${D}" ]]; }
+netns_exists() { [[ -e "/run/netns/$1" ]]; }
+
+# run "$@" in a new UTS + mount namespace as host $1, with our hosts file on
+# /etc/hosts (the caller chooses the network namespace)
+as_host() {
+    local host="$1"
+    shift
+    unshare --uts --mount --propagation private -- /bin/sh -c \
+        'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' \
+        sh "${HOSTS_FILE}" "${host}" "$@"
+}
+
+# run "$@" on node $1: its network namespace, its host name
+on_node() {
+    local i="$1"
+    shift
+    nsenter --net="/run/netns/$(mn_node "${i}")" -- \
+        "$(command -v unshare)" --uts --mount --propagation private -- /bin/sh -c \
+        'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' \
+        sh "${HOSTS_FILE}" "$(mn_node "${i}")" "$@"
+}
+
+mn_slurmd_up() { pid_of "$(mn_pidfile "$1")" slurmd >/dev/null; }
+
+mn_all_slurmd_up() {
+    local i
+    for ((i = 1; i <= $1; i++)); do
+        mn_slurmd_up "${i}" || return 1
+    done
+}
+
+mn_any_slurmd_up() {
+    local f
+    for f in "${D}"/run/slurmd-*.pid; do
+        [[ -e "${f}" ]] || continue
+        pid_of "${f}" slurmd >/dev/null && return 0
+    done
+    return 1
+}
+
+# refuse to touch network objects of another cluster
+mn_check_free() {
+    local i route owner
+    if bridge_exists && ! bridge_is_ours; then
+        owner="$(bridge_owner)"
+        die "bridge ${BRIDGE} exists and belongs to ${owner:-no cluster of this script}.
+  Only one multi-node cluster can run per machine: stop the other one with
+  HPCVIRT_WORKDIR=$(dirname "${owner:-/?/slurm}") $(basename "$0") stop (or delete the bridge)."
+    fi
+    if ! bridge_exists; then
+        for ((i = 1; i <= MAX_NODES; i++)); do
+            netns_exists "$(mn_node "${i}")" &&
+                die "network namespace $(mn_node "${i}") exists but bridge ${BRIDGE} does not (left over?);
+  remove it with 'ip netns delete $(mn_node "${i}")' after checking that nothing uses it."
+        done
+        route="$(ip -4 route show "${NET_PREFIX}.0/${NET_LEN}" 2>/dev/null || true)"
+        route+="$(ip -4 -o addr show to "${NET_PREFIX}.0/${NET_LEN}" 2>/dev/null || true)"
+        [[ -z "${route}" ]] ||
+            die "${NET_PREFIX}.0/${NET_LEN} is already in use in this network namespace:
+  ${route}"
+    fi
+    return 0
+}
+
+write_hosts() {
+    local n="$1" i
+    {
+        echo "# Generated by workflow/scripts/local-slurm.sh: /etc/hosts of the cluster's hosts"
+        echo "127.0.0.1 localhost"
+        echo "${CTL_ADDR} ${CTL_HOST}"
+        for ((i = 1; i <= n; i++)); do
+            echo "$(mn_addr "${i}") $(mn_node "${i}")"
+        done
+    } >"${HOSTS_FILE}.tmp"
+    mv "${HOSTS_FILE}.tmp" "${HOSTS_FILE}"
+}
+
+# the bridge in the root namespace, one namespace + veth pair per node (idempotent)
+mn_net_up() {
+    local n="$1" i ns veth
+    if ! bridge_exists; then
+        ip link add "${BRIDGE}" type bridge
+        ip link set dev "${BRIDGE}" alias "${D}"
+        ip addr add "${CTL_ADDR}/${NET_LEN}" dev "${BRIDGE}"
+        ip link set "${BRIDGE}" up
+    fi
+    for ((i = 1; i <= n; i++)); do
+        ns="$(mn_node "${i}")"
+        veth="$(mn_veth "${i}")"
+        if netns_exists "${ns}" && ip -n "${ns}" -4 -o addr show dev eth0 2>/dev/null |
+            grep -q " $(mn_addr "${i}")/"; then
+            continue
+        fi
+        netns_exists "${ns}" && ip netns delete "${ns}"
+        ip link del "${veth}" 2>/dev/null || true
+        ip netns add "${ns}"
+        ip -n "${ns}" link set lo up
+        ip link add "${veth}" type veth peer name eth0 netns "${ns}"
+        ip link set "${veth}" master "${BRIDGE}" up
+        ip -n "${ns}" addr add "$(mn_addr "${i}")/${NET_LEN}" dev eth0
+        ip -n "${ns}" link set eth0 up
+    done
+}
+
+# kill what still runs in the node namespaces, delete them and the bridge
+mn_net_down() {
+    local i ns pids
+    if bridge_exists && ! bridge_is_ours; then
+        return 0   # another cluster's (or a leftover of one): not ours to remove
+    fi
+    if ! bridge_exists && [[ "$(cluster_nodes)" -lt 2 ]]; then
+        return 0   # never created by this state directory
+    fi
+    for ((i = 1; i <= MAX_NODES; i++)); do
+        ns="$(mn_node "${i}")"
+        netns_exists "${ns}" || continue
+        pids="$(ip netns pids "${ns}" 2>/dev/null | tr '\n' ' ')"
+        if [[ -n "${pids// /}" ]]; then
+            log "killing processes left in ${ns}: ${pids}"
+            # shellcheck disable=SC2086
+            kill -TERM ${pids} 2>/dev/null || true
+            sleep 1
+            # shellcheck disable=SC2086
+            kill -KILL ${pids} 2>/dev/null || true
+            sleep 0.2
+        fi
+        ip netns delete "${ns}" 2>/dev/null || log "could not delete network namespace ${ns}"
+        log "deleted network namespace ${ns}"
+    done
+    for ((i = 1; i <= MAX_NODES; i++)); do
+        ip link del "$(mn_veth "${i}")" 2>/dev/null || true
+    done
+    if bridge_exists; then
+        ip link del "${BRIDGE}" && log "deleted bridge ${BRIDGE}"
+    fi
+    return 0
+}
+
+write_conf_mn() {
+    local n="$1" cpus="$2" mem i nodes
+    mem="$(slurmd -C | head -n1 | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')"
+    [[ -n "${mem}" ]] || die "unexpected 'slurmd -C' output"
+    mem=$((mem / n))
+    nodes="$(mn_node 1)"
+    ((n > 1)) && nodes="hvslurm-n[1-${n}]"
+    mkdir -p "${D}"
+    : >"${D}/plugstack.conf"
+    {
+        cat <<EOC
+# Generated by workflow/scripts/local-slurm.sh -- do not edit, regenerated on start.
+# ${n} nodes, each a network namespace on bridge ${BRIDGE} (${NET_PREFIX}.0/${NET_LEN}).
+ClusterName=hpcvirt
+SlurmctldHost=${CTL_HOST}(${CTL_ADDR})
+SlurmctldPort=${CTLD_PORT}
+SlurmdPort=${SLURMD_PORT}
+SrunPortRange=${SRUN_PORTS}
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=${MUNGE_SOCKET}
+StateSaveLocation=${D}/spool/ctld
+SlurmdSpoolDir=${D}/spool/%n
+# per-node temporary directory: the pmix plugin puts its per-step directory
+# there, and the nodes share /tmp
+TmpFS=${D}/tmp/%n
+SlurmctldPidFile=${CTLD_PID}
+SlurmdPidFile=${D}/run/slurmd-%n.pid
+SlurmctldLogFile=${LOG_DIR}/slurmctld.log
+SlurmdLogFile=${LOG_DIR}/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig=${D}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=$((mem / cpus))
+MpiDefault=pmix
+MailProg=/bin/true
+ReturnToService=2
+SwitchType=switch/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+# squeue-based job status needs finished jobs to stay visible for a while
+MinJobAge=600
+KillWait=5
+InactiveLimit=0
+# a node whose slurmd is gone is marked DOWN within ~10-25 s; its jobs then
+# end in NODE_FAIL (not requeued)
+SlurmdTimeout=10
+JobRequeue=0
+SchedulerType=sched/backfill
+EOC
+        for ((i = 1; i <= n; i++)); do
+            echo "NodeName=$(mn_node "${i}") NodeHostname=$(mn_node "${i}") NodeAddr=$(mn_addr "${i}") CPUs=${cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket=${cpus} ThreadsPerCore=1 RealMemory=${mem} State=UNKNOWN"
+        done
+        echo "PartitionName=${PARTITION} Nodes=${nodes} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+    } >"${CONF}.tmp"
+    mv "${CONF}.tmp" "${CONF}"
+}
+
+start_slurmctld_mn() {
+    ctld_up && return 0
+    as_host "${CTL_HOST}" slurmctld -f "${CONF}" >>"${LOG_DIR}/slurmctld.log" 2>&1 ||
+        fail_start slurmctld "${LOG_DIR}/slurmctld.log"
+    local i
+    for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+        if ctld_up && timeout 5 scontrol ping 2>/dev/null | grep -q 'is UP'; then
+            return 0
+        fi
+        if ((i > 10)) && ! ctld_up; then
+            break
+        fi
+        sleep 0.2
+    done
+    fail_start slurmctld "${LOG_DIR}/slurmctld.log"
+}
+
+start_slurmd_mn() {
+    local i="$1"
+    mn_slurmd_up "${i}" && return 0
+    # slurmd makes its spool directory itself (and fails if it cannot)
+    mkdir -p "${D}/tmp/$(mn_node "${i}")" 2>>"$(mn_log "${i}")" ||
+        fail_start "slurmd of node $(mn_node "${i}")" "$(mn_log "${i}")"
+    on_node "${i}" slurmd -f "${CONF}" -N "$(mn_node "${i}")" >>"$(mn_log "${i}")" 2>&1 ||
+        fail_start "slurmd of node $(mn_node "${i}")" "$(mn_log "${i}")"
+}
+
+wait_nodes_idle() {
+    local n="$1" i j st="" idle bad
+    for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+        st="$(timeout 10 sinfo -h -N -o '%N=%t' 2>/dev/null | sort -u | tr '\n' ' ' || true)"
+        idle="$(grep -oE '=(idle|mix|alloc|mixed|allocated)' <<<"${st}" | wc -l)"
+        # idle, and every slurmd can be stopped again (its pid file names it)
+        ((idle >= n)) && mn_all_slurmd_up "${n}" && return 0
+        if ((i > 10)); then
+            for ((j = 1; j <= n; j++)); do
+                mn_slurmd_up "${j}" ||
+                    fail_start "slurmd of node $(mn_node "${j}")" "$(mn_log "${j}")"
+            done
+        fi
+        sleep 0.2
+    done
+    log "nodes not idle after ${START_TIMEOUT} s (states: ${st:-unknown})"
+    for ((j = 1; j <= n; j++)); do
+        bad="$(grep -oE "$(mn_node "${j}")=[a-z*~#!%$@^-]+" <<<"${st}" || true)"
+        [[ "${bad}" =~ =(idle|mix|alloc) ]] && continue
+        fail_start "slurmd of node $(mn_node "${j}")" "$(mn_log "${j}")"
+    done
+    fail_start slurmctld "${LOG_DIR}/slurmctld.log"
+}
+
+do_start_mn() {
+    local n="$1" cpus="$2" real_cpus i running
+    need munged munge unmunge slurmctld slurmd sinfo scontrol squeue scancel ip nsenter unshare
+    real_cpus="$(slurmd -C | head -n1 | sed -n 's/.*CPUs=\([0-9]*\).*/\1/p')"
+    ((cpus <= real_cpus)) ||
+        die "--cpus-per-node ${cpus} is more than this machine's ${real_cpus} CPUs"
+    check_etc_link
+    running="$(cluster_nodes)"
+    if { ctld_up || slurmd_up || mn_any_slurmd_up; } && [[ "${running}" != "${n}" ]]; then
+        die "a cluster with ${running} node(s) is running from ${D}; stop it first"
+    fi
+    mn_check_free
+    mkdir -p "${D}/run" "${D}/spool/ctld" "${LOG_DIR}"
+    if munged_up && ctld_up && mn_all_slurmd_up "${n}" && [[ -f "${CONF}" ]] &&
+        [[ "$(timeout 10 sinfo -h -N -o '%t' 2>/dev/null | grep -cE '^(idle|mix|alloc)')" -ge "${n}" ]]; then
+        install_etc_link
+        log "already running (${n} nodes, SLURM_CONF=${CONF})"
+        return 0
+    fi
+    if ! ctld_up && ! mn_any_slurmd_up; then
+        write_conf_mn "${n}" "${cpus}"
+        write_hosts "${n}"
+        echo "${n}" >"${NODES_FILE}"
+    fi
+    if ((n * cpus > real_cpus)); then
+        log "note: ${n} nodes x ${cpus} CPUs oversubscribe this machine's ${real_cpus} CPUs"
+    fi
+    ensure_munge_key
+    start_munged
+    mn_net_up "${n}" >>"${LOG_DIR}/network.log" 2>&1 || fail_start network "${LOG_DIR}/network.log"
+    start_slurmctld_mn
+    for ((i = 1; i <= n; i++)); do
+        start_slurmd_mn "${i}"
+    done
+    wait_nodes_idle "${n}"
+    install_etc_link
+    log "up: ${n} nodes hvslurm-n[1-${n}] (${NET_PREFIX}.1-${n}, ${cpus} CPU(s) each) idle in partition '${PARTITION}', slurmctld ${CTL_ADDR}:${CTLD_PORT} on bridge ${BRIDGE}"
+    log "use: eval \"\$(${BASH_SOURCE[0]} env)\"; srun from '$(basename "$0") exec srun ...' or inside a batch job"
+}
+
+# exec CMD...: run CMD as the controller host (root network namespace, host
+# name hvslurm-ctl resolving to the bridge address), where srun can be reached
+do_exec() {
+    (($#)) || die "exec needs a command, e.g.: $(basename "$0") exec srun -N 2 -n 2 hostname"
+    [[ "$(cluster_nodes)" -ge 2 && -s "${HOSTS_FILE}" ]] ||
+        die "exec is for the multi-node cluster (start --nodes N); with one node run the command directly"
+    as_host "${CTL_HOST}" "$@"
 }
 
 # stop_pid PIDFILE PROG: SIGTERM, wait up to 10 s, then SIGKILL
@@ -337,16 +715,18 @@ stop_pid() {
 }
 
 # slurmstepd processes of this cluster: slurmd starts them with its log file
-# open (and the log directory as cwd); the environment is not inherited.
+# (slurmd.log, or slurmd-<node>.log with several nodes) open (and the log directory as cwd); the environment is not inherited.
 our_stepds() {
     local p f
     for p in /proc/[0-9]*; do
         [[ "$(cat "${p}/comm" 2>/dev/null)" == slurmstepd ]] || continue
         for f in "${p}"/fd/*; do
-            if [[ "$(readlink "${f}" 2>/dev/null)" == "${LOG_DIR}/slurmd.log" ]]; then
+            case "$(readlink "${f}" 2>/dev/null)" in
+            "${LOG_DIR}/slurmd.log" | "${LOG_DIR}"/slurmd-*.log)
                 echo "${p#/proc/}"
                 break
-            fi
+                ;;
+            esac
         done
     done
 }
@@ -381,6 +761,10 @@ do_stop() {
         fi
     fi
     stop_pid "${SLURMD_PID}" slurmd
+    local f
+    for f in "${D}"/run/slurmd-*.pid; do
+        [[ -e "${f}" ]] && stop_pid "${f}" slurmd
+    done
     stop_pid "${CTLD_PID}" slurmctld
     # leftover job processes: slurmstepd of this cluster and everything below it
     local -a stepds leftovers
@@ -392,6 +776,7 @@ do_stop() {
         sleep 1
         kill -KILL "${leftovers[@]}" 2>/dev/null || true
     fi
+    mn_net_down
     stop_pid "${MUNGE_PID}" munged
     remove_etc_link
     return 0
@@ -406,15 +791,40 @@ do_status() {
     else
         printf 'munged:    stopped\n'; rc=3
     fi
+    local ctl_addr=127.0.0.1
+    [[ "$(cluster_nodes)" -ge 2 ]] && ctl_addr="${CTL_ADDR}"
     if pid="$(pid_of "${CTLD_PID}" slurmctld)"; then
-        printf 'slurmctld: running (pid %s, 127.0.0.1:%s)\n' "${pid}" "${CTLD_PORT}"
+        printf 'slurmctld: running (pid %s, %s:%s)\n' "${pid}" "${ctl_addr}" "${CTLD_PORT}"
     else
         printf 'slurmctld: stopped\n'; rc=3
     fi
-    if pid="$(pid_of "${SLURMD_PID}" slurmd)"; then
-        printf 'slurmd:    running (pid %s, 127.0.0.1:%s, node %s)\n' "${pid}" "${SLURMD_PORT}" "${NODE_NAME}"
+    local n i ns
+    n="$(cluster_nodes)"
+    if ((n < 2)); then
+        if pid="$(pid_of "${SLURMD_PID}" slurmd)"; then
+            printf 'slurmd:    running (pid %s, 127.0.0.1:%s, node %s)\n' "${pid}" "${SLURMD_PORT}" "${NODE_NAME}"
+        else
+            printf 'slurmd:    stopped\n'; rc=3
+        fi
     else
-        printf 'slurmd:    stopped\n'; rc=3
+        for ((i = 1; i <= n; i++)); do
+            ns="$(mn_node "${i}")"
+            if pid="$(pid_of "$(mn_pidfile "${i}")" slurmd)"; then
+                printf 'slurmd:    running (pid %s, %s:%s, node %s)\n' "${pid}" "$(mn_addr "${i}")" "${SLURMD_PORT}" "${ns}"
+            else
+                printf 'slurmd:    stopped (node %s)\n' "${ns}"; rc=3
+            fi
+            if netns_exists "${ns}"; then
+                printf 'netns:     %s present\n' "${ns}"
+            else
+                printf 'netns:     %s absent\n' "${ns}"; rc=3
+            fi
+        done
+        if bridge_is_ours; then
+            printf 'bridge:    %s present (%s/%s)\n' "${BRIDGE}" "${CTL_ADDR}" "${NET_LEN}"
+        else
+            printf 'bridge:    %s absent\n' "${BRIDGE}"; rc=3
+        fi
     fi
     if link_target_is_ours; then
         printf '%s: symlink to this cluster\n' "${ETC_CONF}"
@@ -424,7 +834,11 @@ do_status() {
         printf '%s: absent\n' "${ETC_CONF}"
     fi
     if ctld_up; then
-        printf 'node state: %s\n' "$(node_state)"
+        if [[ "$(cluster_nodes)" -ge 2 ]]; then
+            printf 'node state: %s\n' "$(timeout 10 sinfo -h -N -o '%N=%t' 2>/dev/null | sort -u | tr '\n' ' ')"
+        else
+            printf 'node state: %s\n' "$(node_state)"
+        fi
         timeout 10 squeue -h -o '  job %i %j %T' 2>/dev/null || true
     fi
     return "${rc}"
@@ -434,13 +848,41 @@ do_env() {
     printf 'export SLURM_CONF=%q\n' "${CONF}"
 }
 
-case "${1:-}" in
-start) do_start ;;
-stop) do_stop ;;
-status) do_status ;;
-env) do_env ;;
-*)
-    echo "usage: $(basename "$0") start|stop|status|env" >&2
+usage() {
+    echo "usage: $(basename "$0") start [--nodes N] [--cpus-per-node C] | stop | status | env | exec CMD [ARG...]" >&2
     exit 2
-    ;;
+}
+
+# start [--nodes N] [--cpus-per-node C]
+parse_start() {
+    local nodes=1 cpus=1 cpus_given=0
+    while (($#)); do
+        case "$1" in
+        --nodes | --cpus-per-node)
+            [[ $# -ge 2 ]] || { log "ERROR: $1 needs a value"; usage; }
+            [[ "$2" =~ ^[0-9]+$ ]] || { log "ERROR: $1 must be a positive integer, got '$2'"; usage; }
+            if [[ "$1" == --nodes ]]; then nodes="$((10#$2))"; else cpus="$((10#$2))"; cpus_given=1; fi
+            shift 2
+            ;;
+        --nodes=* | --cpus-per-node=*) set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
+        *) log "ERROR: unknown argument to start: '$1'"; usage ;;
+        esac
+    done
+    ((nodes >= 1 && nodes <= MAX_NODES)) || { log "ERROR: --nodes must be 1..${MAX_NODES}, got ${nodes}"; usage; }
+    ((cpus >= 1)) || { log "ERROR: --cpus-per-node must be at least 1"; usage; }
+    if ((nodes == 1)); then
+        ((cpus_given == 0)) || { log "ERROR: --cpus-per-node is for --nodes 2..${MAX_NODES} (one node has all CPUs)"; usage; }
+        do_start
+    else
+        do_start_mn "${nodes}" "${cpus}"
+    fi
+}
+
+cmd="${1:-}"
+(($#)) && shift
+case "${cmd}" in
+start) parse_start "$@" ;;
+stop | status | env) (($# == 0)) || { log "ERROR: ${cmd} takes no arguments"; usage; }; "do_${cmd}" ;;
+exec) do_exec "$@" ;;
+*) usage ;;
 esac
