@@ -88,6 +88,28 @@ def test_install_trusts_only_a_prefix_with_its_stamp(tmp_path, monkeypatch):
         apptainer.find.cache_clear()
 
 
+@pytest.mark.skipif(not MIRROR, reason=f"no source mirror ({sources.MIRROR_ENV} unset)")
+def test_a_failed_build_leaves_no_prefix_and_clears_a_killed_one(tmp_path, monkeypatch):
+    monkeypatch.setenv(apptainer.OPT_ENV, str(tmp_path / "opt"))
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))
+    monkeypatch.setattr(apptainer, "GO_CANDIDATES", ("/nonexistent/go",))
+    final = apptainer.prefix()
+    final.parent.mkdir(parents=True)
+    stale = final.parent / f".{final.name}.build.x1y2z3"         # a killed build's temporary tree
+    (stale / "gopath").mkdir(parents=True)
+    with pytest.raises(apptainer.ApptainerError, match="needs a Go toolchain"):
+        apptainer.install(mirror=MIRROR, force_build=True)
+    assert not stale.exists() and not final.exists()
+    assert [p.name for p in final.parent.iterdir() if p.is_dir()] == []
+
+
+def test_opt_root_must_be_a_plain_absolute_path(monkeypatch):
+    for bad in ("relative/opt", "/opt/x y", "/opt/$(id)", "/opt/../etc"):
+        monkeypatch.setenv(apptainer.OPT_ENV, bad)
+        with pytest.raises(apptainer.ApptainerError, match=apptainer.OPT_ENV):
+            apptainer.prefix()
+
+
 # --------------------------------------------------------------------------
 # The SIF of the offline root filesystem (rule build_offline_sif)
 # --------------------------------------------------------------------------

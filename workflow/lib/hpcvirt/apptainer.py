@@ -51,7 +51,12 @@ class ApptainerError(RuntimeError):
 
 
 def opt_root() -> Path:
-    return Path(os.environ.get(OPT_ENV) or "/opt/hpcvirt")
+    """Where built tools live (``HPCVIRT_OPT``, default ``/opt/hpcvirt``): an absolute path of plain characters,
+    since it reaches mconfig's command line."""
+    root = os.environ.get(OPT_ENV) or "/opt/hpcvirt"
+    if not re.fullmatch(r"/[A-Za-z0-9_./-]*", root) or "/../" in f"{root}/":
+        raise ApptainerError(f"{OPT_ENV}={root!r}: expected an absolute path of letters, digits and _ . / -")
+    return Path(root)
 
 
 def _pinned_sha() -> str:
@@ -189,6 +194,9 @@ def install(*, mirror: str | None = None, force_build: bool = False) -> dict:
         if final.exists():                          # no stamp: not ours or incomplete, never trusted
             raise ApptainerError(f"{final} exists but has no {STAMP}: an incomplete or foreign install; "
                                  f"remove it and run again")
+        for stale in final.parent.glob(f".{final.name}.build.*"):     # left by a build that was killed
+            _say(f"removing {stale}, left by an interrupted build")
+            shutil.rmtree(stale, ignore_errors=True)
         return _build(src_rec, final)
 
 
