@@ -9,7 +9,7 @@ PROFILE := --workflow-profile workflow/profiles/default
 # A fresh measurement campaign per `make` run; never overwrites an older one.
 CAMPAIGN ?= local-$(shell date -u +%Y%m%dT%H%M%SZ)
 FIGURE ?= pingpong
-FEATURES ?= base slurm vm containers tools
+FEATURES ?= base slurm vm containers apptainer tools
 # A subset of the study's testbeds, e.g. `make TESTBEDS=local` or TESTBEDS="local bridge":
 # the study runs what they offer and lists what it skips (skip_unoffered).
 TESTBEDS ?=

@@ -47,15 +47,22 @@ def test_prefix_charliecloud_single_drops_join():
     assert container_prefix(rt, single=True) == ["ch-run", "/img", "--"]
 
 
+# (exe and userns given: these check the argv only; the probe of userns: auto runs in tests/test_apptainer.py)
 def test_prefix_apptainer():
-    rt = {"kind": "apptainer", "image": "/img.sif", "bind": ["/scratch", "/opt/x:/x"]}
-    assert container_prefix(rt) == ["apptainer", "exec", "--bind", "/scratch,/opt/x:/x", "/img.sif"]
+    rt = {"kind": "apptainer", "exe": "apptainer", "userns": False, "image": "/img.sif",
+          "bind": ["/scratch", "/opt/x:/x"]}
+    assert container_prefix(rt) == ["apptainer", "exec", "--sharens", "--bind", "/scratch,/opt/x:/x", "/img.sif"]
+    assert container_prefix(dict(rt, userns=True))[:4] == ["apptainer", "exec", "--userns", "--sharens"]
+    # one process alone (the preflight's probes) has nobody to share with; sharens can be switched off
+    assert container_prefix(rt, single=True) == ["apptainer", "exec", "--bind", "/scratch,/opt/x:/x", "/img.sif"]
+    assert "--sharens" not in container_prefix(dict(rt, sharens=False))
 
 
 def test_prefix_apptainer_env_and_flags_and_singularity():
-    rt = {"kind": "singularity", "image": "/i.sif", "env": {"X": "1"}, "flags": ["--nv"]}
+    rt = {"kind": "singularity", "image": "/i.sif", "env": {"X": "1"}, "flags": ["--nv"], "userns": False}
     assert container_prefix(rt) == ["singularity", "exec", "--env", "X=1", "--nv", "/i.sif"]
-    assert "--cleanenv" not in container_prefix({"kind": "apptainer", "image": "/i"})
+    assert "--cleanenv" not in container_prefix({"kind": "apptainer", "exe": "apptainer", "userns": False,
+                                                 "image": "/i"})
 
 
 def test_prefix_errors():
@@ -179,7 +186,8 @@ def test_preflight_with_fake_runner_raises_on_mismatch():
         return subprocess.CompletedProcess(argv, 1, "", "")
 
     with pytest.raises(PreflightError, match=r"MPI mismatch: host 4\.1\.4 .* container 5\.0\.7"):
-        preflight.preflight({"kind": "apptainer", "image": "/nonexistent.sif"}, runner=run)
+        preflight.preflight({"kind": "apptainer", "exe": "apptainer", "userns": False, "image": "/nonexistent.sif"},
+                            runner=run)
 
 
 # --------------------------------------------------------------------------

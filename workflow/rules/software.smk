@@ -34,6 +34,28 @@ rule build_offline_image:
         "workflow/scripts/build-image.sh {output.image} > {log} 2>&1"
 
 
+rule build_offline_sif:
+    input:
+        script="containers/offline/build-sif.sh",
+        # the same root filesystem as the offline SquashFS image
+        image=".hpcvirt/images/offline.sqfs",
+    output:
+        image=".hpcvirt/images/offline.sif",
+        sha256=".hpcvirt/images/offline.sif.sha256",
+    log:
+        "logs/software/build-offline-sif.log",
+    benchmark:
+        "logs/software/build-offline-sif.benchmark.tsv"
+    priority: 1000000
+    threads: workflow.cores
+    resources:
+        benchmark=1,
+    message:
+        "build the offline image as a SIF {output.image} (apptainer build from the offline root filesystem, under a minute)"
+    shell:
+        "containers/offline/build-sif.sh {input.image} {output.image} > {log} 2>&1"
+
+
 rule preflight:
     input:
         # the image of the testbed's runtime (built first when a rule makes it)

@@ -2,8 +2,10 @@
 # Install what the artifact needs on Debian 12: the Debian packages listed in
 # workflow/envs/debian-packages*.txt (only the missing ones) and a Python venv
 # (.venv) with the pinned packages of requirements.lock.  Idempotent.
-# usage: install-deps.sh [FEATURE...]   features: base (default), slurm, vm, containers, tools
-# (tools: the citation-metadata validator, in a venv of its own)
+# usage: install-deps.sh [FEATURE...]   features: base (default), slurm, vm, containers, apptainer, tools
+# (tools: the citation-metadata validator, in a venv of its own; apptainer: the
+# site's `apptainer` on PATH, else Apptainer built once per machine from its
+# pinned source into /opt/hpcvirt (HPCVIRT_OPT), reused by every later clone)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -14,8 +16,8 @@ lists=(workflow/envs/debian-packages.txt)
 for f in "${features[@]}"; do
   case $f in
     base|tools) ;;
-    slurm|vm|containers) lists+=("workflow/envs/debian-packages-$f.txt") ;;
-    *) echo "install-deps: unknown feature '$f' (allowed: base slurm vm containers tools)" >&2; exit 2 ;;
+    slurm|vm|containers|apptainer) lists+=("workflow/envs/debian-packages-$f.txt") ;;
+    *) echo "install-deps: unknown feature '$f' (allowed: base slurm vm containers apptainer tools)" >&2; exit 2 ;;
   esac
 done
 
@@ -74,5 +76,10 @@ if [[ " ${features[*]} " == *" tools "* ]]; then
     "$tools/bin/python" -m pip install -q --disable-pip-version-check -r workflow/envs/cffconvert.lock
     echo "$want" > "$tools/.lock.sha256"
   fi
+fi
+# Apptainer: the site's, or built from the pinned source (verified sha256; the
+# source comes from HPCVIRT_SOURCE_MIRROR or its official URL) once per machine.
+if [[ " ${features[*]} " == *" apptainer "* ]]; then
+  PYTHONPATH="$root/workflow/lib" .venv/bin/python -m hpcvirt.apptainer install
 fi
 echo "install-deps: ready (${features[*]})"

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import provenance
+from . import apptainer, provenance
 from .atomic import publish, write_json
 from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
@@ -41,6 +41,7 @@ from .execute import execute, succeeded
 from .link import UNDERLAY, label as link_label
 from .matrix import Configuration
 from .sources import SourceError
+from .runtime import APPTAINER_KINDS
 from .stack import runtime_provenance
 from .testbeds import Launch, launch as build_launch
 
@@ -73,7 +74,7 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: Launc
     """Columns of the tidy table that the benchmark output cannot know."""
     runtime = tb.get("runtime", {"kind": "none"})
     image = runtime_provenance(runtime)
-    return {
+    ctx = {
         "run_id": f"{study['campaign']}/{c.testbed}/{c.benchmark}/{c.params}/rep-{rep}",
         "campaign": study["campaign"],
         "testbed": c.testbed,
@@ -96,6 +97,10 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: Launc
         "expected": launch.expected,
         "testbed_info": getattr(bed, "info", None),
     }
+    if runtime.get("kind") in APPTAINER_KINDS:
+        # which Apptainer (version, source checksum when built here) and whether it ran with --userns, and why
+        ctx["container_runtime"] = apptainer.provenance(runtime)
+    return ctx
 
 
 def _tail(path: Path, n: int = 15) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from .benchmarks import REGISTRY
 from .execute import execute, succeeded
 from .matrix import Configuration, configurations
-from .runtime import NATIVE_KINDS, _image, container_prefix, launch_env
+from .runtime import APPTAINER_KINDS, NATIVE_KINDS, _image, container_prefix, launch_env
 from .stack import (PreflightError, Runner, check_match, image_digest, runtime_provenance, stack_identity,
                     verify_image)
 from .testbeds import launch
@@ -156,6 +156,12 @@ def testbed_preflight(
         prov = runtime_provenance(rt)
         rec["image_bytes"] = img.get("image_bytes")
         rec["image_sidecar"] = img.get("sidecar")
+        if rt.get("kind") in APPTAINER_KINDS:
+            from .apptainer import provenance as apptainer_provenance
+            rec["container_runtime"] = apptainer_provenance(rt)
+            u = rec["container_runtime"]["userns"]
+            say(f"apptainer {rec['container_runtime']['version']} at {rec['container_runtime']['exe']}; "
+                f"--userns {'on' if u['flag'] else 'off'} ({u['decided_by']}: {u.get('reason', '')})")
     rec.update(prov)
     check_ucx = bool(rt.get("check_ucx", False))
     rec["compared"] = ["mpi_impl", "mpi major.minor", "pmix major.minor"] + (["ucx major.minor"] if check_ucx else [])

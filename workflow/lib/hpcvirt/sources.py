@@ -79,6 +79,15 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
                ("milc_qcd-1e11e121.tar.gz", "307c65568ed7c48088a2b031c2a3e714922a80d9535370c0977215f60058da4b",
                 "mirror copy"),
            )),
+    # The container runtime (hpcvirt.apptainer builds it once per machine).  The mirror copy is
+    # ``git archive`` of tag v1.4.5 (commit 3a171cf5ead2f27884de771c515efccb0a8ab4df) with the VERSION file
+    # the release archive carries; it has the release archive's name.  The official archive's checksum is
+    # not pinned here yet: only the mirror copy is accepted.
+    Source("apptainer", "1.4.5",
+           ("https://github.com/apptainer/apptainer/releases/download/v1.4.5/apptainer-1.4.5.tar.gz",), (
+               ("apptainer-1.4.5.tar.gz", "bfc62b95d8bab2ebe8b4406a0398a14a85e5c8daecee8af030097be49fac5a3d",
+                "mirror copy"),
+           )),
 )}
 
 
