@@ -88,7 +88,10 @@ report: deps
 archive: deps-study
 	snakemake $(PROFILE)
 
+# The offline image first (cached in .hpcvirt/images/): the container tests
+# (Charliecloud and Apptainer, hybrid model, preflight) run on it.
 test: deps-all
+	snakemake $(PROFILE) .hpcvirt/images/offline.sqfs
 	$(VENV)/bin/python -m pytest -ra --durations=25
 
 figure: deps

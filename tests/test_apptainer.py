@@ -186,7 +186,7 @@ def test_two_rank_netpipe_through_apptainer_and_the_preflight(sif):
     assert host == image and host["mpi_version"]
     (w,) = rec["wireup"]
     i = w["argv"].index(FOUND["exe"])
-    assert w["argv"][i + 1] == "exec" and w["argv"][0] == "mpirun" and str(sif) in w["argv"]
+    assert w["argv"][i + 1:i + 3] == ["--quiet", "exec"] and w["argv"][0] == "mpirun" and str(sif) in w["argv"]
     assert w["max_bytes_reached"] == 64 and w["exit_code"] == 0
     assert rec["container_runtime"]["version"] == FOUND["version"]
     assert ("--userns" in w["argv"]) == rec["container_runtime"]["userns"]["flag"]
@@ -199,3 +199,49 @@ def test_preflight_rejects_an_image_with_another_open_mpi(other_openmpi_image): 
     host = stack.mpi_identity((), "openmpi")["version"]
     with pytest.raises(stack.PreflightError, match=rf"MPI mismatch: host {host} .* container 5\."):
         preflight.testbed_preflight(study, tb, timeout=180)
+
+
+# --------------------------------------------------------------------------
+# The tiny study through apptainer exec, beside the bare host and ch-run
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@needs_image
+def test_tiny_study_through_apptainer(tmp_path):
+    """The workflow builds the SIF from the offline image, runs the preflight, and measures the tiny
+    study's one-host part through apptainer exec in the hybrid model; every row names its runtime
+    and image; nothing is rejected (Apptainer's INFO lines stay out of the outputs)."""
+    import pandas as pd
+    from test_container_workflow import PROFILE, _seed_image, snakemake
+    from test_workflow import fresh_copy
+
+    work = fresh_copy(tmp_path / "repo")
+    _seed_image(work)                     # the SquashFS image; the SIF is built from it by the workflow
+    # the pinned suites' builds of this tree (keyed caches: the copy builds none twice, and a build
+    # made here serves the later tests too)
+    (ROOT / ".hpcvirt/suites").mkdir(parents=True, exist_ok=True)
+    (work / ".hpcvirt").mkdir(exist_ok=True)
+    (work / ".hpcvirt/suites").symlink_to(ROOT / ".hpcvirt/suites")
+    campaign = "tiny-apptainer"
+    snakemake(*PROFILE, f"data/results/{campaign}/summary.csv", "--configfile", "config/tiny.yaml",
+              "config/one-host.yaml", "--config", "testbeds=[local-apptainer]", "skip_unoffered=True",
+              f"campaign={campaign}", cwd=work, timeout=1500)
+    sif = work / ".hpcvirt/images/offline.sif"
+    digest = (work / ".hpcvirt/images/offline.sif.sha256").read_text().split()[0]
+    assert sif.is_file() and digest == stack.image_digest(sif)
+    pf = json.loads((work / f"data/raw/{campaign}/local-apptainer/preflight.json").read_text())
+    assert pf["ok"] and pf["image_digest"] == digest
+    res = work / "data/results" / campaign
+    tidy = {tb: pd.read_csv(res / tb / "tidy.csv") for tb in ("local-apptainer",)}
+    for tb, t in tidy.items():
+        assert pd.read_csv(res / tb / "rejected.csv").empty, tb
+        assert t[t["benchmark"] == "netpipe"].groupby(["mpi", "interconnect"]).ngroups == 4, tb
+    app = tidy["local-apptainer"]
+    assert app["virtualization"].str.endswith("+apptainer").all()
+    assert set(app["image_digest"]) == {digest}
+    assert {"netpipe", "qperf", "imb", "osu_latency", "npb-ep"} <= set(app["benchmark"])
+    for p in sorted((work / f"data/raw/{campaign}/local-apptainer/netpipe").glob("*/rep-1.json")):
+        argv = json.loads(p.read_text())["command"]["argv"]
+        i = next(i for i, a in enumerate(argv) if a.endswith("apptainer"))
+        assert argv[i + 1:i + 3] == ["--quiet", "exec"] and ".hpcvirt/images/offline.sif" in argv[i + 3:]

@@ -119,7 +119,9 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
     if kind in APPTAINER_KINDS:
         image = _image(rt)
         exe = str(rt.get("exe") or apptainer_exe(kind))
-        argv = [exe, "exec"]
+        # --quiet: no INFO lines (e.g. "gocryptfs not found") in the benchmark's own output, which a
+        # client/server benchmark prints unwrapped and its parser rightly rejects; warnings still show
+        argv = [exe, "--quiet", "exec"]
         userns = rt.get("userns", "auto")
         if userns == "auto":
             from .apptainer import userns_probe
