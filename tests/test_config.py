@@ -299,6 +299,7 @@ def _merged(*files: str) -> dict:
     (["config/tiny.yaml"], None),
     (["config/tiny.yaml", "config/quick.yaml"], None),
     (["config/container.yaml"], None),
+    (["config/datapaths.yaml"], None),
     (["config/tiny.yaml", "config/one-host.yaml"], ["local-slurm"]),
     (["config/tiny.yaml", "config/one-host.yaml"], ["local", "local-container"]),
 ])
