@@ -178,7 +178,7 @@ def test_preflight_with_fake_runner_raises_on_mismatch():
 
     def run(argv, **kw):
         inside = argv[0] == "apptainer"
-        tail = argv[3:] if inside else argv
+        tail = argv[argv.index("/nonexistent.sif") + 1:] if inside else argv   # after the image
         if tail == ["ompi_info", "--parsable"]:
             return subprocess.CompletedProcess(argv, 0, image_out if inside else host_out, "")
         if tail == ["pmix_info", "--parsable"]:
