@@ -141,8 +141,9 @@ def test_example_site_sbatch_resources(tmp_path):
     n = len(matrix.all_raw_paths(study))
     # 1 repetition: NetPIPE and IMB 2 MPIs x 3 paths each, 2 qperf tests, 3 placements, osu_latency and NPB EP
     # on 2 paths each (the site's Spack builds), the communication profile of CG on 2 paths, and OpenFOAM's
-    # damBreak, LAMMPS, MILC and pw.x each at 1 and 2 ranks on one node and 2 ranks across the two
-    assert n == 35
+    # damBreak, LAMMPS, MILC and pw.x each at 1 and 2 ranks on one node and 2 ranks across the two, and
+    # the four TCP streams over a node's loopback
+    assert n == 36
     assert listing.count("Group job example-site.n2 ") == 1, listing
     assert re.search(rf"^measure\s+{n}$", listing, re.M), listing
 

@@ -214,7 +214,12 @@ def test_tiny_study_end_to_end(tmp_path):
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
     assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep", "commprof-cg",
-                                      "openfoam-dambreak", "lammps", "milc", "qe-pw"}
+                                      "openfoam-dambreak", "lammps", "milc", "qe-pw", "iperf3"}
+    # four TCP streams over loopback here and from one namespace host to the other
+    for testbed in ("local", "bridge"):
+        st = pd.read_csv(res / testbed / "tidy.csv").query("benchmark == 'iperf3'")
+        assert (st.query("metric == 'bandwidth'")["value"] > 0).all() and len(st.query("metric == 'bandwidth'")) == 1
+        assert len(st.query("metric == 'stream_bandwidth'")) == 4, testbed
     # the applications: 1 and 2 ranks on this host, 2 ranks across the two namespaces, each result checked
     for bench, metric in (("lammps", "loop_time"), ("milc", "wall_time"), ("qe-pw", "wall_time")):
         app = tidy[(tidy["benchmark"] == bench) & (tidy["metric"] == metric)]
