@@ -24,7 +24,7 @@ import json
 
 from ..tidy import Measurement, ParseError
 from .base import Benchmark, Int, Job, Package
-from .common import read_text
+from .common import read_text, server_keys
 
 
 def parse(path, *, streams: int | None = None, seconds: int | None = None, omit: int | None = None
@@ -76,13 +76,7 @@ class Iperf3(Benchmark):
     raw_template = "P{streams}_t{seconds}_o{omit}"
     build = Package(("iperf3",))
     mpi = False
-    testbed_keys = {
-        "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:-]+$", "default": "127.0.0.1",
-                        "description": "Where the server listens on a one-host testbed (inside the private "
-                                       "namespace of the measurement); multi-host testbeds use the second host."},
-        "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": 19801,
-                 "description": "Listen port of the server."},
-    }
+    testbed_keys = server_keys(19801)
     metrics = {"bandwidth": "MB/s", "stream_bandwidth": "MB/s", "retransmits": "count"}
     success = ("a complete JSON report (its end block) of the declared streams, seconds and warm-up, a result "
                "for every stream, and no iperf3 error")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .common import read_text
+from .common import read_text, server_keys
 from .base import Benchmark, Choices, Int, Job, Package
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
@@ -106,13 +106,7 @@ class Qperf(Benchmark):
     raw_template = "{test}_{min_bytes}-{max_bytes}x{factor}_t{seconds_per_size}"
     build = Package(("qperf",))
     mpi = False
-    testbed_keys = {
-        "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:-]+$", "default": "127.0.0.1",
-                        "description": "Where the server listens on a one-host testbed (inside the private "
-                                       "namespace of the measurement); multi-host testbeds use the second host."},
-        "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": 19765,
-                 "description": "Listen port of the server."},
-    }
+    testbed_keys = server_keys(19765)
     metrics = {"latency": "us", "bandwidth": "MB/s"}
     success = "a result with value and size for every requested size, and no connection error"
 
