@@ -73,14 +73,18 @@ def test_local_container_testbed_matches_local_except_runtime():
     apps = {"openfoam", "lammps", "milc", "qe"}
     host = {m: {k: v for k, v in e.items() if k not in apps} for m, e in local["mpi"].items()}
     assert {m: in_image(e) for m, e in host.items()} == cont["mpi"]
-    # MPICH's hydra needs an explicit peer-group size for ch-run --join
-    assert runtime.container_prefix(cont["runtime"])[:2] == ["ch-run", "--join-ct=2"]
+    # MPICH's hydra needs an explicit peer-group size for ch-run --join: each run's ranks on the host
+    assert runtime.container_prefix(cont["runtime"], ranks_per_node=2)[:2] == ["ch-run", "--join-ct=2"]
+    assert runtime.container_prefix(cont["runtime"], ranks_per_node=4)[:2] == ["ch-run", "--join-ct=4"]
+    with pytest.raises(ValueError, match="same number of ranks on every node"):
+        runtime.container_prefix(cont["runtime"])
 
 
 @pytest.mark.parametrize(
     "key,value,needle",
     [
-        ("join_ct", 0, "minimum"),
+        ("join_ct", 0, "join_ct"),
+        ("join_ct", "all", "join_ct"),
         ("flags", ["--nv;rm"], "pattern"),
         ("flags", ["nv"], "pattern"),
         ("env", {"A": "x y"}, "pattern"),

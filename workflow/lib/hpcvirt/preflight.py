@@ -5,6 +5,7 @@ measurement runs it (:func:`hpcvirt.execute.execute`)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +22,24 @@ from .tidy import ParseError
 
 __all__ = ["PreflightError", "preflight", "wireup", "testbed_preflight"]
 
+
+
+def charliecloud_provenance(rt: Mapping[str, Any], timeout: float = 30) -> dict:
+    """Which ch-run ran: its path and ``ch-run --version`` (printed on standard
+    error; None when it cannot tell)."""
+    import shutil
+    import subprocess
+
+    exe = str(rt.get("exe", "ch-run"))
+    path = shutil.which(exe) or exe
+    try:
+        cp = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **launch_env(rt)})
+        out = (cp.stdout + cp.stderr).strip().splitlines()
+        version = out[0].strip() if cp.returncode == 0 and out else None
+    except (OSError, subprocess.TimeoutExpired):
+        version = None
+    return {"kind": "charliecloud", "exe": path, "version": version}
 
 def preflight(
     runtime: Mapping[str, Any],
@@ -52,7 +71,8 @@ def preflight(
         "host": host,
         "container": container,
         "image_digest": digest,
-        "prefix": container_prefix(runtime),
+        # the per-rank prefix of the 2-rank wire-up (join_ct auto: 2 ranks on the host)
+        "prefix": container_prefix(runtime, ranks_per_node=2),
     }
 
 
@@ -162,6 +182,9 @@ def testbed_preflight(
             u = rec["container_runtime"]["userns"]
             say(f"apptainer {rec['container_runtime']['version']} at {rec['container_runtime']['exe']}; "
                 f"--userns {'on' if u['flag'] else 'off'} ({u['decided_by']}: {u.get('reason', '')})")
+        elif rt.get("kind") == "charliecloud":
+            rec["container_runtime"] = charliecloud_provenance(rt, timeout=timeout)
+            say(f"charliecloud {rec['container_runtime']['version']} at {rec['container_runtime']['exe']}")
     rec.update(prov)
     check_ucx = bool(rt.get("check_ucx", False))
     rec["compared"] = ["mpi_impl", "mpi major.minor", "pmix major.minor"] + (["ucx major.minor"] if check_ucx else [])

@@ -47,7 +47,7 @@ def apptainer_exe(kind: str = "apptainer") -> str:
 
 
 def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
-                     binds: list[str] | None = None) -> list[str]:
+                     binds: list[str] | None = None, ranks_per_node: int | None = None) -> list[str]:
     """Argv that wraps ONE rank's command for the given testbed runtime.
 
     The result goes between the launcher and the program:
@@ -66,7 +66,10 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
       * ``--join`` reads the peer-group size from the launcher
         (``OMPI_COMM_WORLD_LOCAL_SIZE`` under Open MPI, ``SLURM_*`` under
         srun).  MPICH's hydra does not export one it understands, so set
-        ``join_ct`` (ranks per node) there, which yields ``--join-ct=N``.
+        ``join_ct`` there: ``auto`` yields ``--join-ct=N`` with N the run's
+        ranks on one node (``ranks_per_node``, given by the caller), or a
+        number, a fixed N.  A fixed N that differs from the ranks that start makes
+        ch-run fail ("expected 0 peers left but found -1").
       * the image may be a SquashFS file (mounted by ch-run's built-in
         squashfuse; needs a usable /dev/fuse, so on hosts where it is mode
         0600 only root can use it) or an unpacked directory (``unsquashfs
@@ -100,6 +103,12 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
         argv = [str(rt.get("exe", "ch-run"))]
         if not single:
             join_ct = rt.get("join_ct")
+            if join_ct == "auto":
+                if not ranks_per_node:
+                    raise ValueError("runtime.join_ct auto needs the same number of ranks on every node; "
+                                     "this run places them unevenly (set a fixed join_ct, or join: true "
+                                     "under a launcher that exports its local size)")
+                join_ct = ranks_per_node
             if join_ct:
                 argv.append(f"--join-ct={int(join_ct)}")
             elif rt.get("join", True):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from .benchmarks import REGISTRY, Benchmark, Job
@@ -158,6 +159,12 @@ class Kind:
         return "none"   # the testbed's own namespaces isolate it
 
 
+def _even_ranks_per_node(rank_hosts: list[str]) -> int | None:
+    """The ranks on each node when every node has as many; otherwise None."""
+    counts = set(Counter(rank_hosts).values())
+    return counts.pop() if len(counts) == 1 else None
+
+
 class Native(Kind):
     """Ranks on the host(s) themselves, started by the testbed's launcher
     (``mpirun``, ``srun``); each rank optionally inside a container.  Host
@@ -175,7 +182,9 @@ class Native(Kind):
         v = self.values(job, rank_hosts)
         runtime = self.tb.get("runtime", {"kind": "none"})
         argv = (fill(mpi["launcher"], **v) + fill(path.get("args", []), **v) + fill(entry.get("args", []), **v)
-                + ([RANK0_STDOUT] if wrap else []) + container_prefix(runtime, binds=container_binds(job.argv))
+                + ([RANK0_STDOUT] if wrap else [])
+                + container_prefix(runtime, binds=container_binds(job.argv),
+                                   ranks_per_node=_even_ranks_per_node(rank_hosts))
                 + job.argv)
         env = {**launch_env(runtime), **mpi.get("env", {}), **path.get("env", {}), **entry.get("env", {})}
         return argv, env
