@@ -20,13 +20,14 @@ SUBSET := $(if $(strip $(TESTBEDS)),testbeds=[$(subst $(space),$(comma),$(strip 
 # What the default study (config/config.yaml: local, bridge, vm) needs.
 STUDY_FEATURES ?= base vm
 
-.PHONY: all paper quick bundle paper-from-archive report deps deps-study deps-all test figure dry-run lint archive image clean help
+.PHONY: all paper quick containers bundle paper-from-archive report deps deps-study deps-all test figure dry-run lint archive image clean help
 
 all: paper
 
 help:
 	@echo "make            install, measure a new campaign on this machine, build paper/main.pdf"
 	@echo "make quick      a first look in minutes: a reduced study on local, bridge and vm, and its paper (not the archived campaign)"
+	@echo "make containers measure a new container-vs-bare-host campaign (bare host, Charliecloud, Apptainer) and build the paper with it"
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
 	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring)"
 	@echo "make dry-run    show the jobs of the full study without running them"
@@ -59,6 +60,21 @@ quick: deps-study
 	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
 	snakemake $(PROFILE) --configfile config/tiny.yaml config/quick.yaml --config campaign=$(QUICK_CAMPAIGN) $(SUBSET)
 	@echo "hpcvirt: paper/main.pdf built from the QUICK LOOK campaign $(QUICK_CAMPAIGN) (not the archived campaign; make figure and make report redraw the archive)"
+
+# The paper's companion campaign: containers against the bare host
+# (config/container.yaml: the bare host, Charliecloud and Apptainer,
+# interleaved) into a new campaign, then the paper with it as its container
+# section (config key paper.containers_campaign; the archived main campaign
+# stays the rest of the paper).  About 20 minutes on 2 cores.
+CONTAINER_CAMPAIGN ?= container-$(shell date -u +%Y%m%dT%H%M%SZ)
+CONTAINER_FEATURES ?= base containers apptainer
+containers:
+	@workflow/scripts/install-deps.sh $(CONTAINER_FEATURES)
+	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
+	@echo "hpcvirt: measuring container campaign $(CONTAINER_CAMPAIGN) (raw outputs in data/raw/$(CONTAINER_CAMPAIGN)/)"
+	snakemake $(PROFILE) data/results/$(CONTAINER_CAMPAIGN)/summary.csv --configfile config/container.yaml --config campaign=$(CONTAINER_CAMPAIGN)
+	snakemake $(PROFILE) paper/main.pdf --config 'paper={"containers_campaign": "$(CONTAINER_CAMPAIGN)"}'
+	@echo "hpcvirt: paper/main.pdf built with container campaign $(CONTAINER_CAMPAIGN) (to keep it: set paper.containers_campaign in config/config.yaml)"
 
 # The offline bundle (hpcvirt.bundle): repository, archived campaign, built
 # paper, pinned sources, wheelhouse, checksum manifest.  Unpacked, it rebuilds

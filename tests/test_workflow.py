@@ -103,6 +103,8 @@ def test_a_round_that_has_some_outputs_measures_only_the_missing_ones():
         ("repetitions=0", ["config/config.yaml", "repetitions", "minimum"]),
         ("campaign=bad/../name", ["campaign", "pattern"]),
         ("testbeds=[nosuch]", ["config/testbeds/nosuch.yaml", "not found"]),
+        ('paper={"containers_campaign": "container-nosuch"}',
+         ["config/config.yaml: paper.containers_campaign", "container-nosuch", "make containers"]),
     ],
 )
 def test_bad_config_fails_before_any_job(override, needles):
@@ -311,7 +313,7 @@ def test_tiny_study_end_to_end(tmp_path):
     assert str(victim.relative_to(work)) in res3.stdout
 
 
-@pytest.mark.parametrize("figure", ["pingpong", "datapaths", "placement"])
+@pytest.mark.parametrize("figure", ["pingpong", "datapaths", "placement", "containers"])
 def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
     """In a fresh clone (nothing under .hpcvirt/, no outputs), a figure of
     the committed archive is drawn from its raw outputs: no measurement and
@@ -323,7 +325,8 @@ def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
         os.utime(f, ns=(t0 + i * 1_000_000, t0 + i * 1_000_000))
     res = snakemake(*PROFILE, "-n", f"paper/figures/{figure}.pdf", cwd=work)
     jobs = re.findall(r"^(\w+)\s+\d+$", res.stdout.split("Job stats:")[1].split("Reasons")[0], re.M)
-    assert set(jobs) <= {"parse", "aggregate", f"figure_{figure}", "total"}, res.stdout[-3000:]
+    # (the container figure: the companion campaign's ratios, rule containers)
+    assert set(jobs) <= {"parse", "aggregate", "containers", f"figure_{figure}", "total"}, res.stdout[-3000:]
     assert "measure" not in res.stdout.split("Job stats:")[1]
 
 

@@ -1,6 +1,7 @@
 # Load and validate the study and testbed files (before any job runs) and
 # provide the input functions of the other rule files.  No rules here.
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -71,7 +72,20 @@ def measurement_priority(wildcards):
 def raw_outputs_of_testbed(wildcards):
     """Raw outputs of one campaign and testbed.  ancient(): raw files are
     immutable records, so their modification time never triggers a re-parse;
-    a new or deleted file does (input-set trigger)."""
+    a new or deleted file does (input-set trigger).  Another campaign than
+    the one configured (the archive this campaign is compared with, the
+    paper's companion campaigns) is what its records hold: its tables are
+    never a reason to measure into it with this study's settings."""
+    if wildcards.campaign != CAMPAIGN:
+        return [
+            ancient(str(p))
+            for p in sorted(
+                Path("data/raw", wildcards.campaign, wildcards.testbed).glob(
+                    "*/*/rep-*.out"
+                )
+            )
+            if re.fullmatch(r"rep-[0-9]+\.out", p.name)
+        ]
     study = dict(STUDY, campaign=wildcards.campaign, testbeds=[wildcards.testbed])
     return [ancient(p) for p in matrix.all_raw_paths(study)]
 
@@ -94,6 +108,28 @@ ARCHIVE = archived_campaign() or CAMPAIGN
 
 def archive_tidy_tables(wildcards):
     return sorted(str(p) for p in Path(f"data/results/{ARCHIVE}").glob("*/tidy.csv"))
+
+
+# The paper's companion campaign: containers against the bare host
+# (config/container.yaml; config key paper.containers_campaign, "" = none),
+# archived under data/raw and data/results like the main campaign.
+CONTAINERS = STUDY["paper"].get("containers_campaign") or ""
+if CONTAINERS and not Path("data/raw", CONTAINERS).is_dir():
+    raise WorkflowError(
+        f"config/config.yaml: paper.containers_campaign: no campaign {CONTAINERS!r} under data/raw/ "
+        '(measure one with `make containers`, or set the key to "" to leave the container '
+        "section out)"
+    )
+CONTAINER_TESTBEDS = (
+    sorted(p.parent.name for p in Path("data/raw", CONTAINERS).glob("*/testbed.json"))
+    if CONTAINERS
+    else []
+)
+# Its tables are records, read as committed: no rule of this study makes them
+# (their testbeds need not be this study's), unless it is the campaign measured.
+PARSED_CAMPAIGN = (
+    f"(?!{re.escape(CONTAINERS)}/)" if CONTAINERS and CONTAINERS != CAMPAIGN else ""
+) + r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
 
 def archive_host_records(wildcards):

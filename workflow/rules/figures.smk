@@ -186,3 +186,27 @@ rule figure_speedup:
         what=FIGURE_WHAT["speedup"],
     notebook:
         "../../notebooks/10-speedup.ipynb"
+
+
+# Containers against the bare host, from the paper's companion campaign
+# (paper.containers_campaign): the paired ratios' tidy table only.
+if CONTAINERS:
+
+    rule figure_containers:
+        input:
+            ratios=f"data/results/{CONTAINERS}/container_ratios.csv",
+        output:
+            pdf=report(
+                "paper/figures/containers.pdf",
+                caption="../report/containers.rst",
+                category="Figures",
+                labels={"figure": "containers", "campaign": CONTAINERS},
+            ),
+        log:
+            notebook="logs/notebooks/11-containers.ipynb",
+        retries: 1
+        params:
+            campaign=CONTAINERS,
+            latency_bytes=STUDY["paper"]["latency_bytes"],
+        notebook:
+            "../../notebooks/11-containers.ipynb"

@@ -147,9 +147,53 @@ rule paper:
         artifact="paper/generated/artifact.tex",
         figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
         study_figures=[f"paper/figures/{name}.pdf" for name in STUDY_FIGURES],
+        containers="paper/generated/containers.tex",
+        containers_figure=["paper/figures/containers.pdf"] if CONTAINERS else [],
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
     log:
         "logs/paper/latexmk.log",
     shell:
         "workflow/scripts/build-paper.sh paper {output.pdf} > {log} 2>&1"
+
+
+# The container section: the companion campaign (paper.containers_campaign)
+# as paired ratios (a tidy table beside its own tables) and the paper's
+# macros and table; without a companion campaign the section says so.
+if CONTAINERS:
+
+    rule containers:
+        input:
+            tidy=expand(
+                "data/results/{campaign}/{testbed}/tidy.csv",
+                campaign=CONTAINERS,
+                testbed=CONTAINER_TESTBEDS,
+            ),
+        output:
+            ratios=f"data/results/{CONTAINERS}/container_ratios.csv",
+            tex="paper/generated/containers.tex",
+        log:
+            "logs/paper/containers.log",
+        params:
+            campaign=CONTAINERS,
+            latency_bytes=STUDY["paper"]["latency_bytes"],
+            # the runtimes' versions (records, not inputs: no rule of this study makes them)
+            preflights=[
+                str(p)
+                for p in sorted(Path("data/raw", CONTAINERS).glob("*/preflight.json"))
+            ],
+        script:
+            "../scripts/containers.py"
+
+else:
+
+    rule containers:
+        output:
+            tex="paper/generated/containers.tex",
+        log:
+            "logs/paper/containers.log",
+        params:
+            campaign="",
+            latency_bytes=STUDY["paper"]["latency_bytes"],
+        script:
+            "../scripts/containers.py"

@@ -28,5 +28,7 @@ rule parse:
         provenance="data/results/{campaign}/{testbed}/provenance.json",
     log:
         "logs/parse/{campaign}/{testbed}.log",
+    wildcard_constraints:
+        campaign=PARSED_CAMPAIGN,
     script:
         "../scripts/parse.py"

@@ -421,3 +421,97 @@ def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Da
                              native_testbed=ref_tb, ratio=ci["median"], ratio_lo=ci["ci_low"],
                              ratio_hi=ci["ci_high"], n=ci["n"], ci_level=ci["ci_level"]))
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ containers
+#: Container runtimes by the suffix of the tidy table's virtualization label
+#: (``none+charliecloud``); the bare host is ``none``.
+RUNTIME_LABEL = {"none": "bare host", "charliecloud": "Charliecloud", "apptainer": "Apptainer"}
+#: Point-to-point benchmarks of the container comparison: name, then the
+#: (benchmark, variant, metric) of its latency rows and of its bandwidth rows
+#: (variant None = any).
+CONTAINER_P2P = (("netpipe", ("netpipe", None, "latency"), ("netpipe", None, "bandwidth")),
+                 ("imb", ("imb", "PingPong", "latency"), ("imb", "PingPong", "bandwidth")),
+                 ("osu", ("osu_latency", None, "latency_avg"), ("osu_bw", None, "bandwidth")))
+
+
+def _per_rep_of(d: pd.DataFrame, sel: dict, msg_bytes: int | None) -> pd.Series:
+    """Per repetition of rows of one metric: the value at ``msg_bytes``, or
+    with None the largest over the sizes (peak bandwidth)."""
+    for k, v in sel.items():
+        d = d[d[k] == v]
+    if msg_bytes is not None:
+        return d[d["msg_bytes"] == msg_bytes].groupby("rep")["value"].median()
+    return d.groupby("rep")["value"].max()
+
+
+def runtime_of(virtualization) -> str:
+    """``none`` -> ``none``; ``none+apptainer`` -> ``apptainer``."""
+    v = str(virtualization)
+    return v.split("+", 1)[1] if "+" in v else v
+
+
+def container_ratios(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float = 0.95) -> pd.DataFrame:
+    """Every container testbed against the bare host (virtualization ``none``)
+    on the same benchmark, MPI and path, paired by interleaved round (rep r of
+    both ran in the same round): latency at ``latency_bytes`` container /
+    bare host, peak bandwidth container / bare host, and for NPB the time
+    container / bare host; median and order-statistic CI of the per-round
+    ratios, with the achieved coverage.  One row per (runtime, benchmark,
+    variant, MPI, path, ranks, metric)."""
+    df = normalize_units(tidy)
+    df = df[df["virtualization"].astype(str).str.startswith("none")].copy()
+    if df.empty:
+        return pd.DataFrame()
+    df["runtime"] = df["virtualization"].map(runtime_of)
+    rows = []
+
+    def add(sub, ref, **key):
+        both = sub.index.intersection(ref.index)
+        if not len(both):
+            return
+        ci = stats.median_ci((sub[both] / ref[both]).to_numpy(), level)
+        rows.append(dict(key, n=ci["n"], ratio=ci["median"], ratio_lo=ci["ci_low"], ratio_hi=ci["ci_high"],
+                         ci_level=ci["ci_level"]))
+
+    for name, *sources in CONTAINER_P2P:
+        for kind, (bench, variant, metric), size in zip(("latency", "bandwidth"), sources, (latency_bytes, None)):
+            d = df[(df["benchmark"] == bench) & (df["metric"] == metric)]
+            sel = {} if variant is None else {"variant": variant}
+            for (mpi, path), g in d.groupby(["mpi", "interconnect"], sort=True):
+                bare = g[g["runtime"] == "none"]
+                if bare["testbed"].nunique() != 1:
+                    continue
+                for (rt, tb), c in g[g["runtime"] != "none"].groupby(["runtime", "testbed"], sort=True):
+                    add(_per_rep_of(c, sel, size), _per_rep_of(bare, sel, size),
+                        runtime=rt, testbed=tb, reference=bare["testbed"].iloc[0], benchmark=name,
+                        variant=variant or "", mpi=mpi, interconnect=path, ranks=2,
+                        metric="latency" if kind == "latency" else "peak_bandwidth",
+                        msg_bytes=size if size is not None else "")
+    d = df[df["benchmark"].astype(str).str.startswith("npb-") & (df["metric"] == "time")]
+    for (bench, variant, mpi, path, ranks), g in d.groupby(["benchmark", "variant", "mpi", "interconnect", "ranks"],
+                                                            sort=True):
+        bare = g[g["runtime"] == "none"]
+        if bare["testbed"].nunique() != 1:
+            continue
+        ref = bare.groupby("rep")["value"].median()
+        for (rt, tb), c in g[g["runtime"] != "none"].groupby(["runtime", "testbed"], sort=True):
+            add(c.groupby("rep")["value"].median(), ref, runtime=rt, testbed=tb, reference=bare["testbed"].iloc[0],
+                benchmark=bench, variant=variant, mpi=mpi, interconnect=path, ranks=int(ranks), metric="time",
+                msg_bytes="")
+    cols = ["runtime", "testbed", "reference", "benchmark", "variant", "mpi", "interconnect", "ranks", "metric",
+            "msg_bytes", "n", "ratio", "ratio_lo", "ratio_hi", "ci_level"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def bare_host_peaks(tidy: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Per data path, the smallest and largest NetPIPE peak bandwidth (Gbit/s)
+    of a single run on the bare host (virtualization ``none``), over both MPIs
+    and all rounds: how far the machine itself moves between runs."""
+    df = normalize_units(tidy)
+    d = df[(df["benchmark"] == "netpipe") & (df["metric"] == "bandwidth") & (df["virtualization"] == "none")]
+    out = {}
+    for path, g in d.groupby("interconnect", sort=True):
+        peaks = g.groupby(["testbed", "mpi", "rep"])["value"].max()
+        out[str(path)] = (float(peaks.min()), float(peaks.max()))
+    return out

@@ -1,0 +1,37 @@
+"""Snakemake adapter: the container-versus-bare-host campaign (the paper's
+companion campaign, config key paper.containers_campaign) as a tidy table of
+paired ratios and the paper's macros and table (hpcvirt.analysis.container_ratios,
+hpcvirt.paper.containers_tex)."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from hpcvirt.analysis import bare_host_peaks, container_ratios
+from hpcvirt.atomic import write_csv, write_text
+from hpcvirt.paper import containers_tex
+
+snakemake = globals()["snakemake"]
+with open(snakemake.log[0], "w") as log:
+    latency_bytes = int(snakemake.params.latency_bytes)
+    if not snakemake.params.campaign:
+        # no companion campaign configured: the section says so
+        write_text(snakemake.output.tex, containers_tex(None, campaign="", latency_bytes=latency_bytes))
+        print("no container campaign (paper.containers_campaign is empty)", file=log)
+    else:
+        tidy = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in snakemake.input.tidy],
+                         ignore_index=True)
+        ratios = container_ratios(tidy, latency_bytes=latency_bytes)
+        print(f"{len(ratios)} ratios from {len(tidy)} tidy rows", file=log)
+        # the runtimes' versions as the campaign's preflight records them
+        versions = {}
+        for path in snakemake.params.preflights:
+            rt = json.loads(Path(path).read_text()).get("container_runtime") or {}
+            if rt.get("version"):
+                versions[rt.get("kind", "apptainer")] = str(rt["version"])
+        print(f"versions: {versions}", file=log)
+        write_csv(snakemake.output.ratios, ratios)
+        write_text(snakemake.output.tex, containers_tex(ratios, campaign=snakemake.params.campaign,
+                                                        latency_bytes=latency_bytes, versions=versions,
+                                                        bare_peaks=bare_host_peaks(tidy)))
