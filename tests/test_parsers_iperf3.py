@@ -66,3 +66,27 @@ def test_the_job_runs_the_client_against_the_second_host():
     assert job.argv == ["iperf3", "-c", "{peer}", "-p", "19801", "-P", "4", "-t", "3", "-O", "1", "-J"]
     assert job.server_argv == ["iperf3", "-s", "-p", "19801"] and job.port == 19801
     assert IPERF3.raw_params({"streams": 4, "seconds": 3, "omit": 1}) == "P4_t3_o1"
+
+
+def test_the_readiness_probe_checks_the_listening_socket_without_connecting():
+    """iperf3 serves one client at a time: a connect as the readiness probe is
+    taken for a client, and the real client, connecting while the server drops
+    it, was reset ("unable to receive control message: Connection reset by
+    peer").  The probe looks for the listening socket instead."""
+    import socket
+    import subprocess
+
+    from hpcvirt.benchmarks.base import listening_probe
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    probe = listening_probe(port)
+    assert subprocess.run(probe).returncode != 0       # bound, not listening
+    srv.listen()
+    assert subprocess.run(probe).returncode == 0
+    srv.settimeout(0.2)
+    with pytest.raises(socket.timeout):                # and it made no connection
+        srv.accept()
+    srv.close()
+    assert subprocess.run(probe).returncode != 0

@@ -195,6 +195,8 @@ class Native(Kind):
         peer = entry.get("server_host", "127.0.0.1")
         return Launch(argv=prefix + fill(job.argv, peer=peer), env={**launch_env(runtime), **entry.get("env", {})},
                       server_argv=prefix + job.server_argv, server_port=job.port,
+                      # a probe of the server's own namespace (which the runner shares); else a connect
+                      server_probe_argv=job.probe_argv if job.probe_on_server else None,
                       # the server listens on every address: always give it a
                       # private namespace of its own, whatever the testbed's isolation
                       isolation="netns", ranks=self.server_shape[0], nodes=self.server_shape[1],
@@ -231,7 +233,8 @@ class _TwoHostKind(Kind):
     def client_server(self, job: Job, entry: dict) -> Launch:
         peer = self._bed().addresses[1]
         return Launch(argv=self.on(0, fill(job.argv, peer=peer)), server_argv=self.on(1, job.server_argv),
-                      server_port=job.port, server_probe_argv=self.on(0, fill(job.probe_argv, peer=peer)),
+                      server_port=job.port,
+                      server_probe_argv=self.on(1 if job.probe_on_server else 0, fill(job.probe_argv, peer=peer)),
                       isolation="none", ranks=self.server_shape[0], nodes=self.server_shape[1],
                       ranks_per_node=self.server_shape[2], mpi="none", interconnect="tcp")
 

@@ -178,6 +178,17 @@ class Job:
     server_argv: list[str] | None = None
     probe_argv: list[str] | None = None
     port: int | None = None
+    # the probe runs where the server runs (e.g. a check of its listening
+    # socket) instead of where the client runs (a connect to {peer})
+    probe_on_server: bool = False
+
+
+def listening_probe(port: int) -> list[str]:
+    """A probe that succeeds once a TCP socket listens on ``port`` in the
+    namespace it runs in (``/proc/net/tcp{,6}``, state 0A): it makes no
+    connection, which a server that serves one client at a time (iperf3)
+    would take for a client and drop."""
+    return ["grep", "-Eq", f":{int(port):04X} [0-9A-F]+:0000 0A ", "/proc/net/tcp", "/proc/net/tcp6"]
 
 
 # -------------------------------------------------------------- declaration

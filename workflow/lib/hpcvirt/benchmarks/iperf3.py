@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Int, Job, Package
+from .base import Benchmark, Int, Job, Package, listening_probe
 from .common import read_text, server_keys
 
 
@@ -86,10 +86,12 @@ class Iperf3(Benchmark):
         iperf3 = [entry["binary"], *entry.get("args", [])]
         argv = [*iperf3, "-c", "{peer}", "-p", port, "-P", str(s["streams"]), "-t", str(s["seconds"]),
                 "-O", str(s["omit"]), "-J"]
-        # the server is ready when it accepts a connection: a bare connect, which the server drops
-        # before it listens again (a short test as the probe would load the link before the timed one)
+        # the server is ready when its socket listens, checked where it runs: a bare connect as the
+        # probe is taken for a client, which the server drops, and a client that connects while it
+        # does is reset ("unable to receive control message: Connection reset by peer"); a short
+        # test as the probe would load the link before the timed one
         return Job(argv, mpi=None, ranks=2, server_argv=[*iperf3, "-s", "-p", port],
-                   probe_argv=["bash", "-c", f"exec 3<>/dev/tcp/{{peer}}/{port}"], port=int(port))
+                   probe_argv=listening_probe(int(port)), probe_on_server=True, port=int(port))
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"streams": s["streams"], "seconds": s["seconds"], "omit": s["omit"]}
