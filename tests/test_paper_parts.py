@@ -70,14 +70,14 @@ def test_figures_follow_the_campaign():
     assert [f.name for f in for_campaign(configs, tbs)] == [f.name for f in FIGURES]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False})
     assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "npb", "osu", "agreement",
-                                                            "commprof", "apps", "speedup"]
+                                                            "commprof", "apps", "speedup", "streams"]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False},
                           imb={"enabled": False}, npb={"enabled": False}, profile={"enabled": False},
                           lammps={"enabled": False})
-    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "osu"]
+    assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "osu", "streams"]
     configs, tbs = _study(["bridge"], pingpong={"paths": ["net"]})
     assert [f.name for f in for_campaign(configs, tbs)] == ["datapaths", "placement", "npb", "npbnorm", "osu",
-                                                            "agreement", "commprof", "apps"]
+                                                            "agreement", "commprof", "apps", "streams"]
 
 
 def test_figure_parts_need_their_figure():

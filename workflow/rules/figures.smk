@@ -188,6 +188,24 @@ rule figure_speedup:
         "../../notebooks/10-speedup.ipynb"
 
 
+rule figure_streams:
+    input:
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        pdf=figure_pdf("streams"),
+    log:
+        notebook="logs/notebooks/12-streams.ipynb",
+    retries: 1
+    params:
+        what=FIGURE_WHAT["streams"],
+    notebook:
+        "../../notebooks/12-streams.ipynb"
+
+
 # Containers against the bare host, from the paper's companion campaign
 # (paper.containers_campaign): the paired ratios' tidy table only.
 if CONTAINERS:

@@ -5,7 +5,8 @@ import json
 import pandas as pd
 
 from hpcvirt.atomic import write_text
-from hpcvirt.paper import agreement_tex, apps_tex, commprof_tex, npb_tex, numbers_tex, overheads_tex, placement_tex, results_table_tex
+from hpcvirt.paper import (agreement_tex, apps_tex, commprof_tex, npb_tex, numbers_tex, overheads_tex, placement_tex,
+                           results_table_tex, streams_tex)
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -26,7 +27,7 @@ with open(snakemake.log[0], "w") as log:
         snakemake.output.numbers,
         numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
                     quick_look=bool(snakemake.params.quick_look)) + ovh_macros + place_macros
-        + npb_macros + agree_macros + commprof_tex(summary),
+        + npb_macros + agree_macros + commprof_tex(summary) + streams_tex(tidy),
     )
     write_text(snakemake.output.npb, npb_table)
     write_text(snakemake.output.apps, apps_tex(tidy))

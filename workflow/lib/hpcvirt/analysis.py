@@ -515,3 +515,54 @@ def bare_host_peaks(tidy: pd.DataFrame) -> dict[str, tuple[float, float]]:
         peaks = g.groupby(["testbed", "mpi", "rep"])["value"].max()
         out[str(path)] = (float(peaks.min()), float(peaks.max()))
     return out
+
+
+# ------------------------------------------------------------------ streams
+#: Data paths of the streams experiment in the order they are shown, from the
+#: tidy columns (virtualization, link): the baseline without a network, the
+#: software switch, the direct path, the tunnel, then the rate-limited links.
+DATAPATH_ORDER = ("loopback", "bridge", "direct (macvlan)", "VXLAN tunnel", "GRE tunnel")
+
+
+def datapath_label(virtualization, link) -> str:
+    """``loopback`` (one namespace, no network), ``bridge``, ``direct
+    (macvlan)``, ``VXLAN tunnel``, each with ``, <rate>`` when the link is
+    limited (``bridge, 1 Gbit/s``)."""
+    v, link = str(virtualization), (link if isinstance(link, str) else "")
+    if v.startswith("none"):
+        return "loopback"
+    parts = [p.strip() for p in link.split(",") if p.strip()]
+    path = {"macvlan": "direct (macvlan)", "vxlan": "VXLAN tunnel", "gretap": "GRE tunnel"}
+    where = next((path[p] for p in parts if p in path), "guests" if v.startswith("qemu") else "bridge")
+    rates = [p.replace("rate ", "").replace("gbit", " Gbit/s").replace("mbit", " Mbit/s")
+             for p in parts if p.startswith("rate ")]
+    return ", ".join([where, *rates])
+
+
+def streams_summary(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Nanos et al.'s network benchmark per testbed: the receiver's aggregate
+    bandwidth of the concurrent TCP streams (Gbit/s), median [CI] over the
+    rounds, each stream's median, retransmissions (median), and the data
+    path's label; ordered as :data:`DATAPATH_ORDER`, unlimited links first."""
+    d = normalize_units(tidy[tidy["benchmark"] == "iperf3"].replace({"metric": {"stream_bandwidth": "bandwidth_s"}}))
+    if d.empty:
+        return pd.DataFrame()
+    rows = []
+    for (tb, virt), g in d.groupby(["testbed", "virtualization"], sort=True):
+        link = g["link"].iloc[0]
+        agg = g[g["metric"] == "bandwidth"].groupby("rep")["value"].median()
+        if agg.empty:
+            continue
+        ci = stats.median_ci(agg.to_numpy(), level)
+        per = g[g["metric"] == "bandwidth_s"]
+        streams = (per.groupby("variant")["value"].median() * TO_GBITS["MB/s"]).sort_index()
+        label = datapath_label(virt, link)
+        rows.append(dict(testbed=tb, virtualization=virt, link=link if isinstance(link, str) else "", path=label,
+                         streams=len(streams), gbits=ci["median"], gbits_lo=ci["ci_low"], gbits_hi=ci["ci_high"],
+                         n=ci["n"], ci_level=ci["ci_level"], stream_gbits=list(streams.round(4)),
+                         retransmits=float(g[g["metric"] == "retransmits"]["value"].median())))
+    out = pd.DataFrame(rows)
+    base = out["path"].str.split(",").str[0]
+    out["o"] = base.map({p: i for i, p in enumerate(DATAPATH_ORDER)}).fillna(len(DATAPATH_ORDER))
+    out["limited"] = out["path"].str.contains(",")
+    return out.sort_values(["limited", "o", "path"]).drop(columns=["o", "limited"]).reset_index(drop=True)

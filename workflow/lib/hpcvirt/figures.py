@@ -59,6 +59,11 @@ FIGURES = (
     Figure("speedup", "10-speedup", "lammps", ("native",), ("milc",), what=(
         "Speed-up T(1)/T(n) of LAMMPS (NAMD's stand-in) and MILC (lattice QCD) per transport, in the layout of "
         "Atif et al.'s speed-up panels: shared memory (RDMA's stand-in), TCP loopback and TCP across two hosts.")),
+    Figure("streams", "12-streams", "iperf3", what=(
+        "Nanos et al.'s network benchmark: the aggregate bandwidth of four concurrent TCP streams (iperf3) from one "
+        "host to the other per data path (loopback in one namespace as the baseline, the software bridge, the "
+        "direct path that bypasses it, the VXLAN tunnel, and links limited to 10 and 1 Gbit/s), medians with "
+        "confidence intervals over rounds, and each stream's median.")),
 )
 
 ACCELERATORS = {

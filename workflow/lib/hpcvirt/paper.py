@@ -686,3 +686,22 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
     out.append("\\newcommand{\\hvCtrTable}{%\n" + table + "}\n")
     return "".join(out)
 
+
+
+def streams_tex(tidy: pd.DataFrame) -> str:
+    """Macros of the streams experiment (Nanos et al.'s network benchmark):
+    ``\\hvStreams<Testbed>`` (aggregate Gbit/s, median) with Lo/Hi,
+    ``\\hvStreamsCount`` (concurrent streams), ``\\hvStreamsRetrans<Testbed>``
+    (retransmissions, median) and ``\\hvStreamsPath<Testbed>`` (the data path)."""
+    from .analysis import streams_summary
+
+    s = streams_summary(tidy)
+    if s.empty:
+        return ""
+    out = [macro("hvStreamsCount", str(int(s["streams"].max())))]
+    for _, r in s.iterrows():
+        k = camel(r["testbed"])
+        out += [macro(f"hvStreams{k}", fmt(r["gbits"])), macro(f"hvStreams{k}Lo", fmt(r["gbits_lo"])),
+                macro(f"hvStreams{k}Hi", fmt(r["gbits_hi"])), macro(f"hvStreamsRetrans{k}", fmt(r["retransmits"])),
+                macro(f"hvStreamsPath{k}", latex_escape(r["path"]))]
+    return "".join(out)

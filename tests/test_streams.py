@@ -1,0 +1,61 @@
+"""Nanos et al.'s streams per data path: the labels of the data paths from
+the tidy columns and the summary the figure and the macros read
+(hpcvirt.analysis.streams_summary, hpcvirt.paper.streams_tex)."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from hpcvirt.analysis import datapath_label, streams_summary
+from hpcvirt.paper import streams_tex
+
+
+@pytest.mark.parametrize("virt,link,label", [
+    ("none", "", "loopback"),
+    ("none+apptainer", "", "loopback"),
+    ("netns-bridge", "", "bridge"),
+    ("netns-bridge", None, "bridge"),
+    ("netns-bridge", "rate 1gbit", "bridge, 1 Gbit/s"),
+    ("netns-bridge", "macvlan", "direct (macvlan)"),
+    ("netns-bridge", "vxlan, rate 1gbit", "VXLAN tunnel, 1 Gbit/s"),
+    ("netns-bridge", "gretap", "GRE tunnel"),
+    ("qemu-tcg", "rate 10gbit", "guests, 10 Gbit/s"),
+])
+def test_datapath_labels(virt, link, label):
+    assert datapath_label(virt, link) == label
+
+
+def rows(testbed, virt, link, aggregate, streams=4):
+    out = []
+    for rep, total in enumerate(aggregate, start=1):
+        base = dict(testbed=testbed, virtualization=virt, link=link, benchmark="iperf3", interconnect="tcp", rep=rep)
+        out.append(dict(base, metric="bandwidth", unit="MB/s", value=total, variant=f"{streams} streams"))
+        out.append(dict(base, metric="retransmits", unit="count", value=float(rep), variant=f"{streams} streams"))
+        out += [dict(base, metric="stream_bandwidth", unit="MB/s", value=total / streams, variant=f"stream {i + 1}")
+                for i in range(streams)]
+    return out
+
+
+def test_summary_order_units_and_macros():
+    tidy = pd.DataFrame(rows("bridge-gbe", "netns-bridge", "rate 1gbit", [110, 115, 112])
+                        + rows("local", "none", "", [2500, 2600, 2400])
+                        + rows("bridge", "netns-bridge", "", [1800, 1900, 2000])
+                        + rows("bridge-macvlan", "netns-bridge", "macvlan", [2000, 2100, 2200])
+                        # other benchmarks are not streams
+                        + [dict(testbed="local", virtualization="none", link="", benchmark="netpipe", rep=1,
+                                metric="bandwidth", unit="Mbit/s", value=1.0, variant="", interconnect="shm")])
+    s = streams_summary(tidy)
+    assert list(s["path"]) == ["loopback", "bridge", "direct (macvlan)", "bridge, 1 Gbit/s"]
+    local = s.set_index("testbed").loc["local"]
+    assert local["gbits"] == pytest.approx(2500 * 8e-3)            # MB/s -> Gbit/s, median of the rounds
+    assert (local["gbits_lo"], local["gbits_hi"]) == pytest.approx((2400 * 8e-3, 2600 * 8e-3))
+    assert local["streams"] == 4 and local["stream_gbits"] == pytest.approx([5.0] * 4)
+    assert local["retransmits"] == 2.0 and local["n"] == 3
+    macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{([^}]*)\}", streams_tex(tidy)))
+    assert macros["hvStreamsCount"] == "4"
+    assert macros["hvStreamsBridge"] == "15.2" and macros["hvStreamsBridgeGbe"] == "0.896"
+    assert macros["hvStreamsPathBridgeMacvlan"] == "direct (macvlan)"
+    assert streams_tex(tidy[tidy["benchmark"] != "iperf3"]) == ""
