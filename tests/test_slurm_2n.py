@@ -101,8 +101,15 @@ def leftovers(workdir: Path) -> list[str]:
             cmdline = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if comm in ("slurmctld", "slurmd", "munged") and state in cmdline:
+        if comm in ("slurmctld", "slurmd", "munged", "mariadbd") and state in cmdline:
             found.append(f"process {p.name} {cmdline}")
+        elif comm == "slurmdbd":       # started without arguments: its environment names the cluster
+            try:
+                environ = (p / "environ").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if state in environ:
+                found.append(f"process {p.name} {cmdline}")
         elif comm == "slurmstepd":
             try:
                 fds = [os.readlink(f) for f in (p / "fd").iterdir()]
@@ -138,6 +145,7 @@ def rank_hosts(text: str) -> dict[str, str]:
         (["--nodes", "2", "--cpus-per-node", "64"], "more than this machine's"),
         (["--nodes", "1", "--cpus-per-node", "1"], "--cpus-per-node is for --nodes 2..4"),
         (["--nodes", "2", "--colour", "blue"], "unknown argument to start: '--colour'"),
+        (["--accounting"], "--accounting is for --nodes 2..4"),
     ],
 )
 def test_bad_start_arguments_are_refused(tmp_path, args, needle):
