@@ -314,3 +314,22 @@ def test_shipped_overlays_load_with_the_testbeds_they_are_documented_with(files,
         study["testbeds"] = testbeds
     out, _ = load_study(study, testbed_dir=ROOT / "config/testbeds")
     assert out["skipped"] == [] and configurations(out)
+
+
+def test_the_two_node_overlay_runs_what_the_two_node_cluster_offers():
+    """config/two-nodes.yaml: the tiny study's experiments that local-slurm-2n offers, the rest listed
+    as skipped; no configuration puts more than 2 ranks (the nodes' CPUs) on a node."""
+    from hpcvirt.matrix import configurations
+    from hpcvirt.slurm import allocation
+
+    out, testbeds = load_study(_merged("config/tiny.yaml", "config/two-nodes.yaml"),
+                               testbed_dir=ROOT / "config/testbeds")
+    assert out["testbeds"] == ["local-slurm-2n"]
+    cfgs = configurations(out)
+    counts = {b: sum(c.benchmark == b for c in cfgs) for b in {c.benchmark for c in cfgs}}
+    assert counts == {"netpipe": 6, "qperf": 2, "iperf3": 1, "advect": 2}
+    skipped = {line.split(":")[0] for line in out["skipped"]}
+    assert skipped == {f"experiments.{e}" for e in ("imb", "osu", "npb", "profile", "openfoam", "lammps", "milc",
+                                                    "qe")}, out["skipped"]     # the suites and the applications
+    assert allocation(testbeds["local-slurm-2n"], cfgs) == {
+        "nodes": 2, "tasks_per_node": 2, "cpus_per_task": 1, "mpi": "srun", "slurm_extra": "--exclusive"}

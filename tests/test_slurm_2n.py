@@ -6,7 +6,9 @@ The cluster lives in a pytest temporary state directory; it installs the
 /etc/slurm/slurm.conf symlink (for jobs of the Snakemake Slurm executor) only
 when that path is free.  The names of the network
 objects are fixed (one multi-node cluster per machine), so the tests are
-skipped while another one is running.
+skipped while another one is running.  The study through the Snakemake
+Slurm profile on this cluster (both MPIs across the nodes, a cancelled
+allocation, a node that dies, accounting) is tests/test_slurm_2n_workflow.py.
 """
 
 from __future__ import annotations
@@ -18,14 +20,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
-
-import test_workflow as tw
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "workflow" / "scripts" / "local-slurm.sh"
@@ -101,8 +99,15 @@ def leftovers(workdir: Path) -> list[str]:
             cmdline = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if comm in ("slurmctld", "slurmd", "munged") and state in cmdline:
+        if comm in ("slurmctld", "slurmd", "munged", "mariadbd") and state in cmdline:
             found.append(f"process {p.name} {cmdline}")
+        elif comm == "slurmdbd":       # started without arguments: its environment names the cluster
+            try:
+                environ = (p / "environ").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if state in environ:
+                found.append(f"process {p.name} {cmdline}")
         elif comm == "slurmstepd":
             try:
                 fds = [os.readlink(f) for f in (p / "fd").iterdir()]
@@ -138,6 +143,7 @@ def rank_hosts(text: str) -> dict[str, str]:
         (["--nodes", "2", "--cpus-per-node", "64"], "more than this machine's"),
         (["--nodes", "1", "--cpus-per-node", "1"], "--cpus-per-node is for --nodes 2..4"),
         (["--nodes", "2", "--colour", "blue"], "unknown argument to start: '--colour'"),
+        (["--accounting"], "--accounting is for --nodes 2..4"),
     ],
 )
 def test_bad_start_arguments_are_refused(tmp_path, args, needle):
@@ -278,37 +284,6 @@ def test_mpi_pingpong_crosses_the_bridge(cluster, mpi, binary, extra):
     print(f"{binary}: {seconds:.1f} s, each rank sent >= {sent} B; eth0 (rx, tx) grew by {grown}")
     for node, (rx, tx) in grown.items():
         assert rx >= sent and tx >= sent, f"{node} eth0 grew by rx {rx}, tx {tx} < {sent}"
-
-
-def test_measurements_through_the_slurm_profile(cluster, tmp_path):
-    """The workflow's ping-pong across the nodes (Open MPI and MPICH), as one
-    group allocation submitted by the Snakemake Slurm executor."""
-    workdir, env = cluster
-    if env["HPCVIRT_SLURM_ETC_LINK"] != "1":
-        pytest.skip(f"{ETC_CONF} was not free; jobs of the executor need it")
-    work = tw.fresh_copy(tmp_path / "repo")
-    overlay = {"experiments": {name: {"enabled": False} for name in yaml.safe_load(
-        (ROOT / "config/config.yaml").read_text())["experiments"]}}
-    overlay["experiments"]["pingpong"] = {"enabled": True, "mpis": ["openmpi", "mpich"], "paths": ["net"],
-                                          "min_bytes": 1, "max_bytes": 4096}
-    (work / "pingpong-net.yaml").write_text(yaml.safe_dump(overlay))
-    smk_env = dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}")
-    t0 = time.monotonic()
-    out = run(["timeout", "-k", "15", "300", str(Path(sys.executable).parent / "snakemake"),
-               "--workflow-profile", "workflow/profiles/slurm", "--until", "measure",
-               "--configfile", "config/tiny.yaml", "pingpong-net.yaml",
-               "--config", "campaign=two-nodes", "testbeds=[local-slurm-2n]"],
-              smk_env, timeout=330, cwd=work)
-    log = out.stdout + out.stderr
-    print(f"two measurements through the Slurm profile: {time.monotonic() - t0:.0f} s")
-    assert out.returncode == 0, log[-4000:]
-    assert len(re.findall(r"submitted with SLURM jobid \d+", log)) == 1, log[-4000:]
-    for mpi in ("openmpi", "mpich"):
-        prov = json.loads((work / f"data/raw/two-nodes/local-slurm-2n/netpipe/{mpi}-net_1-4096/rep-1.json")
-                          .read_text())
-        assert prov["exit_code"] == 0 and prov["context"]["nodes"] == 2, prov
-        assert prov["command"]["argv"][:6] == ["srun", f"--mpi={'pmix' if mpi == 'openmpi' else 'pmi2'}",
-                                               "-N", "2", "-n", "2"], prov["command"]
 
 
 def test_node_failure_mid_job_fails_the_job_and_stop_cleans_up(cluster, tmp_path):

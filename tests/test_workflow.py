@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -215,6 +216,17 @@ def test_tiny_study_end_to_end(tmp_path):
         assert adv["verified"].all()
     tidy = pd.read_csv(res / "local/tidy.csv")
     assert list(tidy.columns) == list(COLUMNS)
+    # where the ranks ran, as they recorded it: this host; the bridge's two namespaces across
+    # the bridge, one of them otherwise; nothing in the guests (they do not share the file system)
+    mpi_rows = tidy[tidy["mpi"] != "none"]
+    assert (mpi_rows["rank_hosts"].str.split(",").map(set) == {socket.gethostname()}).all()
+    assert tidy.loc[tidy["mpi"] == "none", "rank_hosts"].isna().all()
+    br = pd.read_csv(res / "bridge/tidy.csv").query("mpi != 'none'")
+    hosts = br["rank_hosts"].str.split(",")
+    assert hosts.map(lambda h: all(re.fullmatch(r"hv-[0-9a-f]{8}-h[01]", x) for x in h)).all(), br["rank_hosts"]
+    assert (hosts.map(lambda h: len(set(h))) == br["nodes"]).all()
+    assert set(br.loc[br["interconnect"] == "tcp", "mpi"]) == {"openmpi", "mpich"}
+    assert pd.read_csv(res / "vm/tidy.csv")["rank_hosts"].isna().all()
     assert set(tidy["benchmark"]) == {"netpipe", "qperf", "imb", "osu_latency", "npb-ep", "commprof-cg",
                                       "openfoam-dambreak", "lammps", "milc", "qe-pw", "iperf3"}
     # four TCP streams over loopback here and from one namespace host to the other

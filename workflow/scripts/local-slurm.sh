@@ -3,7 +3,7 @@
 # workflow with the Snakemake Slurm executor on a single machine: one node
 # (the default), or two to four nodes, each in its own network namespace.
 #
-# Usage: local-slurm.sh start [--nodes N] [--cpus-per-node C]
+# Usage: local-slurm.sh start [--nodes N] [--cpus-per-node C] [--accounting]
 #        local-slurm.sh stop|status|env
 #        local-slurm.sh exec CMD [ARG...]      (multi-node mode: run CMD on the
 #                                               controller host, e.g. srun)
@@ -38,9 +38,9 @@
 # HPCVIRT_SLURM_ETC_LINK=0 skips the symlink (srun inside executor jobs then
 # needs another way to find the configuration).
 #
-# Job status: no accounting (no slurmdbd).  Completed jobs stay visible to
-# squeue for MinJobAge=600 s, which is what the Snakemake profile's
-# `slurm-status-command: squeue` relies on.
+# Job status: no accounting (no slurmdbd) unless started with --accounting
+# (below).  Completed jobs stay visible to squeue for MinJobAge=600 s, which
+# is what the Snakemake profile's `slurm-status-command: squeue` relies on.
 #
 # Several nodes (start --nodes N, 2 <= N <= 4): every node is a network
 # namespace hvslurm-n<i> whose eth0 (198.18.4.<i>/24) is one end of a veth
@@ -78,6 +78,25 @@
 #     root namespace binds to 127.0.0.1, which the nodes cannot reach.
 #   - `stop` also kills every process left in the node namespaces and deletes
 #     the namespaces (which removes the veth pairs) and the bridge.
+#
+# Accounting (start --nodes N --accounting, N >= 2): job accounting like a
+# site's, so that sacct works (the Snakemake Slurm executor's default job
+# status command).  MariaDB and slurmdbd run from the state directory:
+#   - mariadbd (Debian mariadb-server) with its own data directory db/
+#     (created by mariadb-install-db on first start, kept like spool/ctld),
+#     --skip-networking: it listens on no TCP port at all, only on its Unix
+#     socket run/mysqld.sock; log/mysqld.log.  The system's /var/lib/mysql and
+#     any MariaDB service of the machine are not used.
+#   - slurmdbd in a network namespace of its own, hvslurm-db (198.18.4.253 on
+#     the bridge, host name hvslurm-db), so its port (port base + 2) is
+#     reachable from the bridge only; it reaches the database through the Unix
+#     socket as the database's root user (socket authentication: no password
+#     exists or is stored).  slurmdbd.conf (mode 600) is generated beside
+#     slurm.conf; log/slurmdbd.log, run/slurmdbd.pid.
+#   - slurm.conf then has AccountingStorageType=accounting_storage/slurmdbd;
+#     the cluster is registered in the database before slurmctld starts.
+#   `stop` stops slurmctld first (it hands its last records to slurmdbd), then
+#   slurmdbd and mariadbd, and deletes hvslurm-db with the other namespaces.
 #
 # Other environment variables:
 #   HPCVIRT_SLURM_START_TIMEOUT  seconds to wait for the nodes to become idle (30)
@@ -121,6 +140,20 @@ CTL_HOST="hvslurm-ctl"
 BRIDGE="hvslurmbr"
 NODES_FILE="${D}/nodes"
 HOSTS_FILE="${D}/hosts"
+# accounting (start --accounting, several nodes only)
+ACCT_FILE="${D}/accounting"          # present while the cluster was started with accounting
+DBD_CONF="${D}/slurmdbd.conf"        # slurmdbd reads slurmdbd.conf beside SLURM_CONF
+DBD_PID="${D}/run/slurmdbd.pid"
+DBD_PORT=$((PORT_BASE + 2))
+DB_NS="hvslurm-db"                   # netns and host name of slurmdbd
+DB_VETH="hvslurm-vdb"
+DB_ADDR="${NET_PREFIX}.253"
+DB_DIR="${D}/db"                     # MariaDB's data directory
+MYSQL_PID="${D}/run/mysqld.pid"
+MYSQL_SOCKET="${D}/run/mysqld.sock"
+# the InnoDB settings Slurm's accounting documentation recommends (slurmdbd logs an error otherwise);
+# the buffer pool is reserved, not used: a small database touches little of it
+MYSQL_INNODB=(--innodb-buffer-pool-size=1024M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900)
 mn_node() { echo "hvslurm-n$1"; }   # Slurm node name = host name = netns name
 mn_veth() { echo "hvslurm-v$1"; }   # root-namespace end of node $1's veth pair
 mn_addr() { echo "${NET_PREFIX}.$1"; }
@@ -140,12 +173,21 @@ need() {
     done
 }
 
+# true while process $1 runs: it exists and is not a zombie (a daemon's parent
+# is init, which may reap it only a while after it exited)
+alive() {
+    local stat
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+    stat="${stat##*) }"
+    [[ "${stat:0:1}" != Z ]]
+}
+
 # pid from a pid file if that process is alive and runs the expected program
 pid_of() {
     local pidfile="$1" prog="$2" pid
     [[ -f "${pidfile}" && -s "${pidfile}" ]] || return 1
     pid="$(tr -dc '0-9' <"${pidfile}")"
-    [[ -n "${pid}" && -d "/proc/${pid}" ]] || return 1
+    [[ -n "${pid}" ]] && alive "${pid}" || return 1
     [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == "${prog}" ]] || return 1
     echo "${pid}"
 }
@@ -435,7 +477,7 @@ mn_any_slurmd_up() {
 
 # refuse to touch network objects of another cluster
 mn_check_free() {
-    local i route owner
+    local i ns route owner
     if bridge_exists && ! bridge_is_ours; then
         owner="$(bridge_owner)"
         die "bridge ${BRIDGE} exists and belongs to ${owner:-no cluster of this script}.
@@ -443,10 +485,10 @@ mn_check_free() {
   HPCVIRT_WORKDIR=$(dirname "${owner:-/?/slurm}") $(basename "$0") stop (or delete the bridge)."
     fi
     if ! bridge_exists; then
-        for ((i = 1; i <= MAX_NODES; i++)); do
-            netns_exists "$(mn_node "${i}")" &&
-                die "network namespace $(mn_node "${i}") exists but bridge ${BRIDGE} does not (left over?);
-  remove it with 'ip netns delete $(mn_node "${i}")' after checking that nothing uses it."
+        for ns in $(for ((i = 1; i <= MAX_NODES; i++)); do mn_node "${i}"; done) "${DB_NS}"; do
+            netns_exists "${ns}" &&
+                die "network namespace ${ns} exists but bridge ${BRIDGE} does not (left over?);
+  remove it with 'ip netns delete ${ns}' after checking that nothing uses it."
         done
         route="$(ip -4 route show "${NET_PREFIX}.0/${NET_LEN}" 2>/dev/null || true)"
         route+="$(ip -4 -o addr show to "${NET_PREFIX}.0/${NET_LEN}" 2>/dev/null || true)"
@@ -466,13 +508,15 @@ write_hosts() {
         for ((i = 1; i <= n; i++)); do
             echo "$(mn_addr "${i}") $(mn_node "${i}")"
         done
+        echo "${DB_ADDR} ${DB_NS}"
     } >"${HOSTS_FILE}.tmp"
     mv "${HOSTS_FILE}.tmp" "${HOSTS_FILE}"
 }
 
 # the bridge in the root namespace, one namespace + veth pair per node (idempotent)
+# mn_net_up N [ACCOUNTING]: with ACCOUNTING = 1 also slurmdbd's namespace
 mn_net_up() {
-    local n="$1" i ns veth
+    local n="$1" i
     if ! bridge_exists; then
         ip link add "${BRIDGE}" type bridge
         ip link set dev "${BRIDGE}" alias "${D}"
@@ -480,21 +524,27 @@ mn_net_up() {
         ip link set "${BRIDGE}" up
     fi
     for ((i = 1; i <= n; i++)); do
-        ns="$(mn_node "${i}")"
-        veth="$(mn_veth "${i}")"
-        if netns_exists "${ns}" && ip -n "${ns}" -4 -o addr show dev eth0 2>/dev/null |
-            grep -q " $(mn_addr "${i}")/"; then
-            continue
-        fi
-        netns_exists "${ns}" && ip netns delete "${ns}"
-        ip link del "${veth}" 2>/dev/null || true
-        ip netns add "${ns}"
-        ip -n "${ns}" link set lo up
-        ip link add "${veth}" type veth peer name eth0 netns "${ns}"
-        ip link set "${veth}" master "${BRIDGE}" up
-        ip -n "${ns}" addr add "$(mn_addr "${i}")/${NET_LEN}" dev eth0
-        ip -n "${ns}" link set eth0 up
+        mn_ns_up "$(mn_node "${i}")" "$(mn_veth "${i}")" "$(mn_addr "${i}")"
     done
+    if [[ "${2:-0}" == 1 ]]; then
+        mn_ns_up "${DB_NS}" "${DB_VETH}" "${DB_ADDR}"
+    fi
+}
+
+# mn_ns_up NS VETH ADDR: namespace NS with eth0 = ADDR, the other end VETH a bridge port (idempotent)
+mn_ns_up() {
+    local ns="$1" veth="$2" addr="$3"
+    if netns_exists "${ns}" && ip -n "${ns}" -4 -o addr show dev eth0 2>/dev/null | grep -q " ${addr}/"; then
+        return 0
+    fi
+    netns_exists "${ns}" && ip netns delete "${ns}"
+    ip link del "${veth}" 2>/dev/null || true
+    ip netns add "${ns}"
+    ip -n "${ns}" link set lo up
+    ip link add "${veth}" type veth peer name eth0 netns "${ns}"
+    ip link set "${veth}" master "${BRIDGE}" up
+    ip -n "${ns}" addr add "${addr}/${NET_LEN}" dev eth0
+    ip -n "${ns}" link set eth0 up
 }
 
 # kill what still runs in the node namespaces, delete them and the bridge
@@ -506,8 +556,7 @@ mn_net_down() {
     if ! bridge_exists && [[ "$(cluster_nodes)" -lt 2 ]]; then
         return 0   # never created by this state directory
     fi
-    for ((i = 1; i <= MAX_NODES; i++)); do
-        ns="$(mn_node "${i}")"
+    for ns in $(for ((i = 1; i <= MAX_NODES; i++)); do mn_node "${i}"; done) "${DB_NS}"; do
         netns_exists "${ns}" || continue
         pids="$(ip netns pids "${ns}" 2>/dev/null | tr '\n' ' ')"
         if [[ -n "${pids// /}" ]]; then
@@ -525,14 +574,28 @@ mn_net_down() {
     for ((i = 1; i <= MAX_NODES; i++)); do
         ip link del "$(mn_veth "${i}")" 2>/dev/null || true
     done
+    ip link del "${DB_VETH}" 2>/dev/null || true
     if bridge_exists; then
         ip link del "${BRIDGE}" && log "deleted bridge ${BRIDGE}"
     fi
     return 0
 }
 
+# the accounting lines of slurm.conf: $1 = 1 with slurmdbd
+accounting_conf() {
+    if [[ "$1" == 1 ]]; then
+        echo "AccountingStorageType=accounting_storage/slurmdbd"
+        echo "AccountingStorageHost=${DB_ADDR}"
+        echo "AccountingStoragePort=${DBD_PORT}"
+        # for slurmdbd connections this names the munge socket (AuthInfo serves slurmctld's only)
+        echo "AccountingStoragePass=${MUNGE_SOCKET}"
+    else
+        echo "AccountingStorageType=accounting_storage/none"
+    fi
+}
+
 write_conf_mn() {
-    local n="$1" cpus="$2" mem i nodes
+    local n="$1" cpus="$2" acct="$3" mem i nodes
     mem="$(slurmd -C | head -n1 | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')"
     [[ -n "${mem}" ]] || die "unexpected 'slurmd -C' output"
     mem=$((mem / n))
@@ -578,7 +641,7 @@ ReturnToService=2
 SwitchType=switch/none
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$(accounting_conf "${acct}")
 # squeue-based job status needs finished jobs to stay visible for a while
 MinJobAge=600
 KillWait=5
@@ -648,9 +711,112 @@ wait_nodes_idle() {
     fail_start slurmctld "${LOG_DIR}/slurmctld.log"
 }
 
+# ------------------------------------------------------------ accounting
+acct_on() { [[ -e "${ACCT_FILE}" ]]; }
+mysqld_up() { pid_of "${MYSQL_PID}" mariadbd >/dev/null; }
+slurmdbd_up() { pid_of "${DBD_PID}" slurmdbd >/dev/null; }
+
+# run "$@" as host hvslurm-db in its network namespace (like on_node)
+on_db() {
+    nsenter --net="/run/netns/${DB_NS}" -- \
+        "$(command -v unshare)" --uts --mount --propagation private -- /bin/sh -c \
+        'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' \
+        sh "${HOSTS_FILE}" "${DB_NS}" "$@"
+}
+
+db_sql() {
+    timeout 30 mariadb --no-defaults --socket="${MYSQL_SOCKET}" -u root -N -B -e "$1"
+}
+
+# MariaDB from the state directory: no TCP port (--skip-networking), its Unix socket only
+start_mysqld() {
+    mysqld_up && return 0
+    local log="${LOG_DIR}/mysqld.log" i
+    # a Unix socket path is limited to 107 bytes
+    ((${#MYSQL_SOCKET} < 100)) ||
+        die "the state directory's path is too long for MariaDB's socket ${MYSQL_SOCKET}; set HPCVIRT_WORKDIR to a shorter path"
+    if [[ ! -d "${DB_DIR}/mysql" ]]; then
+        rm -rf "${DB_DIR}"
+        mkdir -p "${DB_DIR}"
+        log "creating the accounting database's data directory ${DB_DIR} (mariadb-install-db)"
+        mariadb-install-db --no-defaults --datadir="${DB_DIR}" --user=root \
+            --auth-root-authentication-method=socket --skip-test-db --skip-name-resolve \
+            "${MYSQL_INNODB[@]}" >>"${log}" 2>&1 ||
+            { rm -rf "${DB_DIR}"; fail_start "mariadb-install-db" "${log}"; }
+    fi
+    rm -f "${MYSQL_SOCKET}" "${MYSQL_PID}"
+    setsid -f mariadbd --no-defaults --datadir="${DB_DIR}" --user=root --skip-networking \
+        --socket="${MYSQL_SOCKET}" --pid-file="${MYSQL_PID}" --log-error="${log}" \
+        "${MYSQL_INNODB[@]}" --skip-name-resolve \
+        </dev/null >>"${log}" 2>&1 || fail_start mariadbd "${log}"
+    for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+        if mysqld_up && [[ -S "${MYSQL_SOCKET}" ]] && db_sql 'SELECT 1' >/dev/null 2>&1; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    fail_start mariadbd "${log}"
+}
+
+write_dbd_conf() {
+    local tmp="${DBD_CONF}.tmp"
+    (
+        umask 077
+        cat >"${tmp}" <<EOC
+# Generated by workflow/scripts/local-slurm.sh -- do not edit, regenerated on start.
+# slurmdbd in network namespace ${DB_NS} (${DB_ADDR} on bridge ${BRIDGE}); MariaDB over
+# its Unix socket ${MYSQL_SOCKET} (MYSQL_UNIX_PORT), as the database's root user
+# with socket authentication (no password).
+AuthType=auth/munge
+AuthInfo=socket=${MUNGE_SOCKET}
+DbdHost=${DB_NS}
+DbdAddr=${DB_ADDR}
+DbdPort=${DBD_PORT}
+SlurmUser=root
+PidFile=${DBD_PID}
+LogFile=${LOG_DIR}/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=root
+StorageLoc=slurm_acct_db
+EOC
+    )
+    mv "${tmp}" "${DBD_CONF}"
+    chmod 600 "${DBD_CONF}"
+}
+
+start_slurmdbd() {
+    local log="${LOG_DIR}/slurmdbd.log"
+    if ! slurmdbd_up; then
+        write_dbd_conf
+        MYSQL_UNIX_PORT="${MYSQL_SOCKET}" on_db slurmdbd >>"${log}" 2>&1 || fail_start slurmdbd "${log}"
+    fi
+    # up when it answers (the first start creates the tables)
+    local deadline=$((SECONDS + START_TIMEOUT)) err=""
+    while ! err="$(timeout 5 sacctmgr -n -P list cluster format=cluster 2>&1 >/dev/null)"; do
+        if ((SECONDS >= deadline)) || { ((SECONDS >= deadline - START_TIMEOUT + 5)) && ! slurmdbd_up; }; then
+            log "sacctmgr could not reach slurmdbd: ${err}"
+            fail_start slurmdbd "${log}"
+        fi
+        sleep 0.2
+    done
+    # the cluster must be known to the database before slurmctld registers
+    if ! timeout 10 sacctmgr -n -P list cluster format=cluster | grep -qx hpcvirt; then
+        timeout 10 sacctmgr -i add cluster hpcvirt >>"${log}" 2>&1 || fail_start "slurmdbd (sacctmgr add cluster)" "${log}"
+    fi
+}
+
 do_start_mn() {
-    local n="$1" cpus="$2" real_cpus i running
+    local n="$1" cpus="$2" acct="$3" real_cpus i running
     need munged munge unmunge slurmctld slurmd sinfo scontrol squeue scancel ip nsenter unshare
+    if [[ "${acct}" == 1 ]]; then
+        command -v slurmdbd >/dev/null 2>&1 && command -v sacctmgr >/dev/null 2>&1 ||
+            die "--accounting needs slurmdbd and sacctmgr (Debian packages slurmdbd slurm-client)"
+        command -v mariadbd >/dev/null 2>&1 && command -v mariadb-install-db >/dev/null 2>&1 &&
+            command -v mariadb >/dev/null 2>&1 ||
+            die "--accounting needs mariadbd, mariadb-install-db and mariadb (Debian package mariadb-server)"
+    fi
     real_cpus="$(slurmd -C | head -n1 | sed -n 's/.*CPUs=\([0-9]*\).*/\1/p')"
     ((cpus <= real_cpus)) ||
         die "--cpus-per-node ${cpus} is more than this machine's ${real_cpus} CPUs"
@@ -659,25 +825,38 @@ do_start_mn() {
     if { ctld_up || slurmd_up || mn_any_slurmd_up; } && [[ "${running}" != "${n}" ]]; then
         die "a cluster with ${running} node(s) is running from ${D}; stop it first"
     fi
+    if ctld_up || mn_any_slurmd_up; then
+        if acct_on && [[ "${acct}" != 1 ]]; then
+            die "the cluster running from ${D} was started with --accounting; stop it first or start with --accounting"
+        elif ! acct_on && [[ "${acct}" == 1 ]]; then
+            die "the cluster running from ${D} was started without --accounting; stop it first"
+        fi
+    fi
     mn_check_free
     mkdir -p "${D}/run" "${D}/spool/ctld" "${LOG_DIR}"
     if munged_up && ctld_up && mn_all_slurmd_up "${n}" && [[ -f "${CONF}" ]] &&
+        { [[ "${acct}" != 1 ]] || { mysqld_up && slurmdbd_up; }; } &&
         [[ "$(timeout 10 sinfo -h -N -o '%t' 2>/dev/null | grep -cE '^(idle|mix|alloc)')" -ge "${n}" ]]; then
         install_etc_link
-        log "already running (${n} nodes, SLURM_CONF=${CONF})"
+        log "already running (${n} nodes$([[ "${acct}" == 1 ]] && echo ", accounting"), SLURM_CONF=${CONF})"
         return 0
     fi
     if ! ctld_up && ! mn_any_slurmd_up; then
-        write_conf_mn "${n}" "${cpus}"
+        write_conf_mn "${n}" "${cpus}" "${acct}"
         write_hosts "${n}"
         echo "${n}" >"${NODES_FILE}"
+        if [[ "${acct}" == 1 ]]; then : >"${ACCT_FILE}"; else rm -f "${ACCT_FILE}"; fi
     fi
     if ((n * cpus > real_cpus)); then
         log "note: ${n} nodes x ${cpus} CPUs oversubscribe this machine's ${real_cpus} CPUs"
     fi
     ensure_munge_key
     start_munged
-    mn_net_up "${n}" >>"${LOG_DIR}/network.log" 2>&1 || fail_start network "${LOG_DIR}/network.log"
+    mn_net_up "${n}" "${acct}" >>"${LOG_DIR}/network.log" 2>&1 || fail_start network "${LOG_DIR}/network.log"
+    if [[ "${acct}" == 1 ]]; then
+        start_mysqld
+        start_slurmdbd
+    fi
     start_slurmctld_mn
     for ((i = 1; i <= n; i++)); do
         start_slurmd_mn "${i}"
@@ -685,6 +864,9 @@ do_start_mn() {
     wait_nodes_idle "${n}"
     install_etc_link
     log "up: ${n} nodes hvslurm-n[1-${n}] (${NET_PREFIX}.1-${n}, ${cpus} CPU(s) each) idle in partition '${PARTITION}', slurmctld ${CTL_ADDR}:${CTLD_PORT} on bridge ${BRIDGE}"
+    if [[ "${acct}" == 1 ]]; then
+        log "accounting: slurmdbd ${DB_ADDR}:${DBD_PORT} (namespace ${DB_NS}), MariaDB on ${MYSQL_SOCKET} only, data in ${DB_DIR}"
+    fi
     log "use: eval \"\$(${BASH_SOURCE[0]} env)\"; srun from '$(basename "$0") exec srun ...' or inside a batch job"
 }
 
@@ -697,16 +879,16 @@ do_exec() {
     as_host "${CTL_HOST}" "$@"
 }
 
-# stop_pid PIDFILE PROG: SIGTERM, wait up to 10 s, then SIGKILL
+# stop_pid PIDFILE PROG [SECONDS]: SIGTERM, wait up to SECONDS (10), then SIGKILL
 stop_pid() {
-    local pidfile="$1" prog="$2" pid i
+    local pidfile="$1" prog="$2" wait_s="${3:-10}" pid i
     pid="$(pid_of "${pidfile}" "${prog}")" || { rm -f "${pidfile}"; return 0; }
     kill -TERM "${pid}" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-        [[ -d "/proc/${pid}" ]] || break
+    for ((i = 0; i < wait_s * 10; i++)); do
+        alive "${pid}" || break
         sleep 0.1
     done
-    if [[ -d "/proc/${pid}" ]]; then
+    if alive "${pid}"; then
         log "${prog} (pid ${pid}) ignored SIGTERM; sending SIGKILL"
         kill -KILL "${pid}" 2>/dev/null || true
     fi
@@ -766,6 +948,9 @@ do_stop() {
         [[ -e "${f}" ]] && stop_pid "${f}" slurmd
     done
     stop_pid "${CTLD_PID}" slurmctld
+    stop_pid "${DBD_PID}" slurmdbd
+    stop_pid "${MYSQL_PID}" mariadbd 60
+    rm -f "${MYSQL_SOCKET}"
     # leftover job processes: slurmstepd of this cluster and everything below it
     local -a stepds leftovers
     mapfile -t stepds < <(our_stepds)
@@ -779,6 +964,7 @@ do_stop() {
     mn_net_down
     stop_pid "${MUNGE_PID}" munged
     remove_etc_link
+    rm -f "${ACCT_FILE}"
     return 0
 }
 
@@ -825,6 +1011,18 @@ do_status() {
         else
             printf 'bridge:    %s absent\n' "${BRIDGE}"; rc=3
         fi
+        if acct_on; then
+            if pid="$(pid_of "${MYSQL_PID}" mariadbd)"; then
+                printf 'mariadbd:  running (pid %s, socket %s, no TCP)\n' "${pid}" "${MYSQL_SOCKET}"
+            else
+                printf 'mariadbd:  stopped\n'; rc=3
+            fi
+            if pid="$(pid_of "${DBD_PID}" slurmdbd)"; then
+                printf 'slurmdbd:  running (pid %s, %s:%s, namespace %s)\n' "${pid}" "${DB_ADDR}" "${DBD_PORT}" "${DB_NS}"
+            else
+                printf 'slurmdbd:  stopped\n'; rc=3
+            fi
+        fi
     fi
     if link_target_is_ours; then
         printf '%s: symlink to this cluster\n' "${ETC_CONF}"
@@ -849,15 +1047,16 @@ do_env() {
 }
 
 usage() {
-    echo "usage: $(basename "$0") start [--nodes N] [--cpus-per-node C] | stop | status | env | exec CMD [ARG...]" >&2
+    echo "usage: $(basename "$0") start [--nodes N] [--cpus-per-node C] [--accounting] | stop | status | env | exec CMD [ARG...]" >&2
     exit 2
 }
 
-# start [--nodes N] [--cpus-per-node C]
+# start [--nodes N] [--cpus-per-node C] [--accounting]
 parse_start() {
-    local nodes=1 cpus=1 cpus_given=0
+    local nodes=1 cpus=1 cpus_given=0 acct=0
     while (($#)); do
         case "$1" in
+        --accounting) acct=1; shift ;;
         --nodes | --cpus-per-node)
             [[ $# -ge 2 ]] || { log "ERROR: $1 needs a value"; usage; }
             [[ "$2" =~ ^[0-9]+$ ]] || { log "ERROR: $1 must be a positive integer, got '$2'"; usage; }
@@ -872,9 +1071,10 @@ parse_start() {
     ((cpus >= 1)) || { log "ERROR: --cpus-per-node must be at least 1"; usage; }
     if ((nodes == 1)); then
         ((cpus_given == 0)) || { log "ERROR: --cpus-per-node is for --nodes 2..${MAX_NODES} (one node has all CPUs)"; usage; }
+        ((acct == 0)) || { log "ERROR: --accounting is for --nodes 2..${MAX_NODES} (slurmdbd listens in a namespace on the nodes' bridge)"; usage; }
         do_start
     else
-        do_start_mn "${nodes}" "${cpus}"
+        do_start_mn "${nodes}" "${cpus}" "${acct}"
     fi
 }
 

@@ -32,13 +32,19 @@ def runner_argv(spec_path: str, out_path: str, status_path: str, isolation: str)
     return runner
 
 
-def execute(launch: Launch, out_path: str | os.PathLike, timeout: float) -> dict:
+def execute(launch: Launch, out_path: str | os.PathLike, timeout: float,
+            rank_hosts_dir: str | os.PathLike | None = None) -> dict:
     """Run ``launch`` with a time limit; its output goes to ``out_path``.
+    ``rank_hosts_dir``: a directory where each rank records its host
+    (``HPCVIRT_RANK_HOSTS`` for the launch's process, read by the ranks'
+    wrapper; not a setting of the testbed, so not in the launch's ``env``).
 
     Returns the runner's status (``exit_code``, ``timed_out``, ``note``,
     ``started_at``, ``finished_at``) plus ``runner_stderr`` and ``spec`` (the
     launch as run, for the provenance)."""
     spec = {**launch.to_dict(), "timeout_s": timeout}
+    if rank_hosts_dir is not None:
+        spec["rank_hosts_dir"] = str(Path(rank_hosts_dir).resolve())
     # the runner imports this library, wherever the calling Python found it
     lib = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [lib, os.environ.get("PYTHONPATH")])))

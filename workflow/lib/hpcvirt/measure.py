@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -239,9 +240,19 @@ def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, pr
     clear_partials(raw_out_p)
     fd, tmp_out = tempfile.mkstemp(prefix=f".{raw_out_p.name}.", suffix=".partial", dir=raw_out_p.parent)
     os.close(fd)
+    # where each rank ran: the ranks' wrapper writes one file per rank here (beside the raw
+    # output, on the file system a job's nodes share); MPI launches only
+    rank_dir = Path(tmp_out + RANKS_SUFFIX) if launch.mpi not in ("", "none") else None
     try:
-        status = execute(launch, tmp_out, timeout)
+        if rank_dir is not None:
+            try:
+                rank_dir.mkdir()
+            except OSError:         # e.g. a full disk: the run goes on, its ranks' hosts are not recorded
+                rank_dir = None
+        status = execute(launch, tmp_out, timeout, rank_hosts_dir=rank_dir)
         spec, runner_err = status.pop("spec"), status.pop("runner_stderr")
+        if rank_dir is not None:
+            ctx["rank_hosts"] = read_rank_hosts(rank_dir, launch.ranks)
         full = disk_full(raw_out_p.parent)
         if full and succeeded(status):
             # the benchmark's writes may have failed silently: its output cannot be trusted
@@ -273,6 +284,8 @@ def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, pr
     finally:
         if os.path.exists(tmp_out):
             os.unlink(tmp_out)
+        if rank_dir is not None:
+            shutil.rmtree(rank_dir, ignore_errors=True)
     why = status.get("note") or f"exit code {status.get('exit_code')}"
     exc = (MeasurementTimeout if status.get("timed_out") else MeasurementError)(
         f"measurement {ctx['run_id']} failed ({why}); its output is kept at {failed}\n"
@@ -364,12 +377,36 @@ def job_log(path: str, what: str):
 def clear_partials(raw: Path) -> list[Path]:
     """Remove what runs of this measurement left when they were killed
     before they could clean up (``.rep-N.out.*.partial``: never parsed, never
-    a raw output), saying so; return what was removed."""
+    a raw output, and its ``.partial.ranks`` directory), saying so; return
+    what was removed."""
     stale = sorted(raw.parent.glob(f".{raw.name}.*.partial"))
     for p in stale:
         print(f"removed {p}: the partial output of an earlier run that was interrupted", file=sys.stderr)
         p.unlink(missing_ok=True)
+    for d in sorted(raw.parent.glob(f".{raw.name}.*.partial{RANKS_SUFFIX}")):
+        shutil.rmtree(d, ignore_errors=True)
+        stale.append(d)
     return stale
+
+
+#: The directory beside a run's partial output where its ranks record their hosts.
+RANKS_SUFFIX = ".ranks"
+
+
+def read_rank_hosts(directory: Path, ranks: int) -> str | None:
+    """The host of every rank in rank order, comma-separated (the tidy
+    column ``rank_hosts``), from the files the ranks' wrapper
+    (``workflow/scripts/rank0-stdout``) wrote: ``<directory>/<rank>`` holds
+    the rank's host.  A rank without a file shows as ``?``; None when no rank
+    wrote one (ranks the wrapper does not reach, e.g. in guests, which do not
+    share this file system)."""
+    hosts = {}
+    for f in directory.iterdir():
+        if f.name.isdigit() and int(f.name) < ranks:
+            hosts[int(f.name)] = f.read_text().strip() or "?"
+    if not hosts:
+        return None
+    return ",".join(hosts.get(r, "?") for r in range(ranks))
 
 
 def _kept(path: str) -> Path:

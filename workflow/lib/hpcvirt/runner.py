@@ -64,6 +64,9 @@ def run(spec: dict, out_path: str) -> dict:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
     env = dict(os.environ)
     env.update(spec.get("env", {}))
+    client_env = dict(env)
+    if spec.get("rank_hosts_dir"):
+        client_env["HPCVIRT_RANK_HOSTS"] = spec["rank_hosts_dir"]    # where the ranks record their hosts
     timeout = float(spec.get("timeout_s", 300))
     server = None
     with open(out_path, "wb") as out:
@@ -81,7 +84,7 @@ def run(spec: dict, out_path: str) -> dict:
                     status["exit_code"] = 125
                     return status
             client = subprocess.Popen(
-                spec["argv"], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                spec["argv"], env=client_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
             try:
                 status["exit_code"] = client.wait(timeout=timeout)
