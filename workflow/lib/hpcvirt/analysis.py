@@ -74,10 +74,14 @@ def summarize_tidy(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
 
 
 def host_summary(prov_paths: list[str]) -> dict:
-    """The facts shared by a testbed's runs (for the paper and the archive)."""
+    """The facts shared by a testbed's runs (for the paper and the archive).
+    ``host`` is the host of the testbed's earliest run: a campaign extended
+    later (on another machine, or the same one rebooted) keeps the facts of
+    the machine it was measured on; ``distinct_host_records`` counts how many
+    host records its runs have."""
     recs = [json.loads(Path(p).read_text()) for p in prov_paths]
     hosts = {json.dumps(r["host"], sort_keys=True) for r in recs}
-    first = recs[0]
+    first = min(recs, key=lambda r: r.get("started_at") or "")
     return {
         "runs": len(recs),
         "distinct_host_records": len(hosts),
