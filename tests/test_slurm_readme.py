@@ -43,7 +43,7 @@ def test_readme_slurm_command_builds_the_paper(tmp_path):
     assert "Not in this campaign" in text
     subs = tsw.submissions(log)
     assert sum("group_local-slurm.n1_measure" in p for _, p in subs) == 1, subs
-    assert len(subs) == 18, subs      # what the README says
+    assert len(subs) == 20, subs      # what the README says
     print(f"README Slurm command: {len(subs)} sbatch submissions")
     # the cluster was stopped again
     assert "slurmctld" not in subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True).stdout
