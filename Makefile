@@ -108,7 +108,7 @@ archive: deps-study
 # (Charliecloud and Apptainer, hybrid model, preflight) run on it.
 test: deps-all
 	snakemake $(PROFILE) .hpcvirt/images/offline.sqfs
-	$(VENV)/bin/python -m pytest -ra --durations=25
+	$(VENV)/bin/python -m pytest -ra --durations=40
 
 figure: deps
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf
