@@ -32,21 +32,23 @@ usage: workflow/scripts/bench-slurm-2n.py [--keep]     (as root; with the projec
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import json
-import os
-import re
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# not this script's folder: its numbers.py (a workflow script) would shadow the standard library's
+# first of all: not this script's folder, whose numbers.py (a workflow script) would shadow the
+# standard library's numbers module (statistics and numpy import it)
 sys.path = [str(ROOT / "workflow/lib")] + [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
+
+import argparse  # noqa: E402
+import datetime as dt  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
