@@ -125,10 +125,25 @@ CONTAINER_TESTBEDS = (
     if CONTAINERS
     else []
 )
-# Its tables are records, read as committed: no rule of this study makes them
-# (their testbeds need not be this study's), unless it is the campaign measured.
-PARSED_CAMPAIGN = (
-    f"(?!{re.escape(CONTAINERS)}/)" if CONTAINERS and CONTAINERS != CAMPAIGN else ""
+# The paper's second companion campaign: the data paths and Richter et al.'s
+# set-ups (config/datapaths.yaml; config key paper.datapaths_campaign).
+DATAPATHS = STUDY["paper"].get("datapaths_campaign") or ""
+if DATAPATHS and not Path("data/raw", DATAPATHS).is_dir():
+    raise WorkflowError(
+        f"config/config.yaml: paper.datapaths_campaign: no campaign {DATAPATHS!r} under data/raw/ "
+        '(measure one with `make datapaths`, or set the key to "" to leave the data paths '
+        "section without numbers)"
+    )
+DATAPATH_TESTBEDS = (
+    sorted(p.parent.name for p in Path("data/raw", DATAPATHS).glob("*/testbed.json"))
+    if DATAPATHS
+    else []
+)
+# The companions' tables are records, read as committed: no rule of this study
+# makes them (their testbeds need not be this study's), unless it is the
+# campaign measured.
+PARSED_CAMPAIGN = "".join(
+    f"(?!{re.escape(c)}/)" for c in sorted({CONTAINERS, DATAPATHS} - {"", CAMPAIGN})
 ) + r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
 
