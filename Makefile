@@ -20,7 +20,7 @@ SUBSET := $(if $(strip $(TESTBEDS)),testbeds=[$(subst $(space),$(comma),$(strip 
 # What the default study (config/config.yaml: local, bridge, vm) needs.
 STUDY_FEATURES ?= base vm
 
-.PHONY: all paper quick containers bundle paper-from-archive report deps deps-study deps-all test figure dry-run lint archive image clean help
+.PHONY: all paper quick containers datapaths bundle paper-from-archive report deps deps-study deps-all test figure dry-run lint archive image clean help
 
 all: paper
 
@@ -28,6 +28,7 @@ help:
 	@echo "make            install, measure a new campaign on this machine, build paper/main.pdf"
 	@echo "make quick      a first look in minutes: a reduced study on local, bridge and vm, and its paper (not the archived campaign)"
 	@echo "make containers measure a new container-vs-bare-host campaign (bare host, Charliecloud, Apptainer) and build the paper with it"
+	@echo "make datapaths  measure a new data-path campaign (bridge, direct path, VXLAN tunnel, 1 Gbit/s links; OpenFOAM for Richter et al.'s Table 1) and build the paper with it"
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
 	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring)"
 	@echo "make dry-run    show the jobs of the full study without running them"
@@ -75,6 +76,18 @@ containers:
 	snakemake $(PROFILE) data/results/$(CONTAINER_CAMPAIGN)/summary.csv --configfile config/container.yaml --config campaign=$(CONTAINER_CAMPAIGN)
 	snakemake $(PROFILE) paper/main.pdf --config 'paper={"containers_campaign": "$(CONTAINER_CAMPAIGN)"}'
 	@echo "hpcvirt: paper/main.pdf built with container campaign $(CONTAINER_CAMPAIGN) (to keep it: set paper.containers_campaign in config/config.yaml)"
+
+# The paper's second companion campaign: the data paths (config/datapaths.yaml:
+# this host, the bridge, the direct path, the VXLAN tunnel over an unlimited
+# and a 1 Gbit/s link, the 1 Gbit/s link), with OpenFOAM's damBreak for
+# Richter et al.'s Table 1, into a new campaign; then the paper with it
+# (config key paper.datapaths_campaign).  About 30 minutes on 2 cores.
+DATAPATHS_CAMPAIGN ?= datapaths-$(shell date -u +%Y%m%dT%H%M%SZ)
+datapaths: deps-study
+	@echo "hpcvirt: measuring data-path campaign $(DATAPATHS_CAMPAIGN) (raw outputs in data/raw/$(DATAPATHS_CAMPAIGN)/)"
+	snakemake $(PROFILE) data/results/$(DATAPATHS_CAMPAIGN)/summary.csv --configfile config/datapaths.yaml --config campaign=$(DATAPATHS_CAMPAIGN)
+	snakemake $(PROFILE) paper/main.pdf --config 'paper={"datapaths_campaign": "$(DATAPATHS_CAMPAIGN)"}'
+	@echo "hpcvirt: paper/main.pdf built with data-path campaign $(DATAPATHS_CAMPAIGN) (to keep it: set paper.datapaths_campaign in config/config.yaml)"
 
 # The offline bundle (hpcvirt.bundle): repository, archived campaign, built
 # paper, pinned sources, wheelhouse, checksum manifest.  Unpacked, it rebuilds

@@ -101,8 +101,9 @@ BAD_STUDY = [
     (lambda c: c["paper"].update(latency_bytes=0), ["paper.latency_bytes", "minimum of 1"]),
     (lambda c: c["paper"].update(quick_look="yes"), ["paper.quick_look", "boolean"]),
     (lambda c: c["paper"].update(font="x"), ["paper", "'font' was unexpected",
-                                             "['containers_campaign', 'latency_bytes', 'quick_look']"]),
+                                             "['containers_campaign', 'datapaths_campaign', 'latency_bytes', 'quick_look']"]),
     (lambda c: c["paper"].update(containers_campaign="../x"), ["paper.containers_campaign", "pattern"]),
+    (lambda c: c["paper"].update(datapaths_campaign="a b"), ["paper.datapaths_campaign", "pattern"]),
 ]
 
 

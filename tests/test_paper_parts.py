@@ -35,10 +35,13 @@ def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     used = {m for text in SECTIONS.values() for m in part_needs(text)[0]}
     # the container section's numbers come from the companion campaign (generated/containers.tex)
     # and stand only where it was measured (\ifhvcontainers, see test_containers_paper.py)
-    companion = {m for m in used if m.startswith("hvCtr")}
-    measured = SECTIONS["containers.tex"].split("\\ifhvcontainers", 1)[1].split("\\else", 1)[0]
-    assert companion <= set(part_needs(measured)[0])
-    used -= companion
+    # and the data paths' section's from the second one (generated/datapaths.tex, \ifhvdatapaths)
+    for prefixes, section, flag in ((("hvCtr",), "containers.tex", "\\ifhvcontainers"),
+                                    (("hvRichter", "hvDp"), "datapaths.tex", "\\ifhvdatapaths")):
+        companion = {m for m in used if m.startswith(prefixes)}
+        measured = SECTIONS[section].split(flag, 1)[1].split("\\else", 1)[0]
+        assert companion and companion <= set(part_needs(measured)[0]), section
+        used -= companion
     assert used <= always, f"move these into a part: {sorted(used - always)}"
 
 

@@ -106,6 +106,8 @@ def test_a_round_that_has_some_outputs_measures_only_the_missing_ones():
         ("testbeds=[nosuch]", ["config/testbeds/nosuch.yaml", "not found"]),
         ('paper={"containers_campaign": "container-nosuch"}',
          ["config/config.yaml: paper.containers_campaign", "container-nosuch", "make containers"]),
+        ('paper={"datapaths_campaign": "datapaths-nosuch"}',
+         ["config/config.yaml: paper.datapaths_campaign", "datapaths-nosuch", "make datapaths"]),
     ],
 )
 def test_bad_config_fails_before_any_job(override, needles):

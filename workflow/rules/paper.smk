@@ -149,6 +149,7 @@ rule paper:
         study_figures=[f"paper/figures/{name}.pdf" for name in STUDY_FIGURES],
         containers="paper/generated/containers.tex",
         containers_figure=["paper/figures/containers.pdf"] if CONTAINERS else [],
+        datapaths="paper/generated/datapaths.tex",
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
     log:
@@ -197,3 +198,45 @@ else:
             latency_bytes=STUDY["paper"]["latency_bytes"],
         script:
             "../scripts/containers.py"
+
+
+# The data paths' section: the companion campaign (paper.datapaths_campaign)
+# as Richter et al.'s Table 1 beside ours and what each data path costs (tidy
+# tables beside the campaign's own), and the paper's macros and tables;
+# without a companion campaign the section says so.
+if DATAPATHS:
+
+    rule datapaths:
+        input:
+            tidy=expand(
+                "data/results/{campaign}/{testbed}/tidy.csv",
+                campaign=DATAPATHS,
+                testbed=DATAPATH_TESTBEDS,
+            ),
+            reference=expand("data/reference/{study}.csv", study=claims.STUDIES),
+            reproduction="data/reference/reproduction.yaml",
+        output:
+            richter=f"data/results/{DATAPATHS}/richter_table.csv",
+            paths=f"data/results/{DATAPATHS}/datapath_table.csv",
+            tex="paper/generated/datapaths.tex",
+        log:
+            "logs/paper/datapaths.log",
+        params:
+            campaign=DATAPATHS,
+            latency_bytes=STUDY["paper"]["latency_bytes"],
+            reference_dir="data/reference",
+        script:
+            "../scripts/datapaths.py"
+
+else:
+
+    rule datapaths:
+        output:
+            tex="paper/generated/datapaths.tex",
+        log:
+            "logs/paper/datapaths.log",
+        params:
+            campaign="",
+            latency_bytes=STUDY["paper"]["latency_bytes"],
+        script:
+            "../scripts/datapaths.py"

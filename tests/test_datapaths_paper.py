@@ -1,0 +1,143 @@
+"""Richter et al.'s Table 1 and the data paths' tables (hpcvirt.richter) from
+tidy rows, the paper's macros and tables (hpcvirt.paper.datapaths_tex), and
+the archived companion campaign config/config.yaml names
+(paper.datapaths_campaign)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hpcvirt.paper import datapaths_tex
+from hpcvirt.reference import load_reference
+from hpcvirt.richter import datapath_table, report_cells, richter_table
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = load_reference(ROOT / "data/reference")
+REASONS = yaml.safe_load((ROOT / "data/reference/reproduction.yaml").read_text())["richter2015"]["testbeds"]
+
+
+def foam(testbed, virt, ranks, times, *, link="", interconnect="shm", nodes=1, cells=7800):
+    """OpenFOAM rows of one configuration: wall time per round (dict rep -> s), and its cell count."""
+    rows = []
+    for rep, t in times.items():
+        base = dict(testbed=testbed, virtualization=virt, interconnect=interconnect, link=link or None,
+                    mpi="openmpi", benchmark="openfoam-dambreak", variant=f"{cells} cells", ranks=ranks,
+                    nodes=nodes, ranks_per_node=ranks // nodes, rep=rep, msg_bytes=None)
+        rows += [dict(base, metric="wall_time", unit="s", value=t), dict(base, metric="cells", unit="count", value=cells)]
+    return rows
+
+
+def campaign_rows():
+    r = [1, 2, 3, 4, 5]
+    return pd.DataFrame(
+        foam("local", "none", 1, {1: 90.0, 2: 40.0, 3: 44.0, 4: 42.0, 5: 40.0})          # round 1: warm-up, left out
+        + foam("local", "none", 2, {1: 60.0, 2: 25.0, 3: 22.0, 4: 21.0, 5: 20.0})
+        + foam("bridge-vxlan-gbe", "netns-bridge", 2, dict(zip(r, [80.0, 40.0, 44.0, 84.0, 80.0])),
+               link="vxlan, rate 1gbit", interconnect="tcp", nodes=2)
+        + foam("bridge-vxlan", "netns-bridge", 2, dict(zip(r, [50.0, 40.0, 44.0, 42.0, 40.0])),
+               link="vxlan", interconnect="tcp", nodes=2)
+        + foam("bridge-macvlan", "netns-bridge", 2, dict(zip(r, [50.0, 20.0, 22.0, 21.0, 20.0])),
+               link="macvlan", interconnect="tcp", nodes=2)
+        # the tutorial's smaller mesh: not the report's size, not in the table
+        + foam("local", "none", 1, {rep: 5.0 for rep in r}, cells=2268))
+
+
+def test_setups_are_matched_paired_by_round_and_the_first_round_is_left_out():
+    t = richter_table(campaign_rows(), REFERENCE, REASONS)
+    by = {(r.setup, r.kind, r.testbed if isinstance(r.testbed, str) else ""): r for r in t.itertuples()}
+    one_a = by[("1a", "setup", "local")]
+    assert one_a.rounds == 4 and one_a.t == pytest.approx(41.0)          # 90 s of round 1 left out
+    assert one_a.s == pytest.approx(1.0) and one_a.e == pytest.approx(100.0)
+    assert one_a.report_t == "144" and one_a.report_e == "100"
+    one_b = by[("1b", "setup", "local")]
+    # round r: T(1a)_r / T(1b)_r = 40/25, 44/22, 42/21, 40/20 -> median 2.0; E = S / 2 ranks
+    assert one_b.s == pytest.approx(2.0) and one_b.e == pytest.approx(100.0)
+    assert (one_b.s_lo, one_b.s_hi) == (pytest.approx(1.6), pytest.approx(2.0))
+    five = by[("5", "setup", "bridge-vxlan-gbe")]
+    assert five.s == pytest.approx(0.75) and five.e == pytest.approx(37.5) and five.path == "VXLAN tunnel, 1 Gbit/s"
+    assert by[("7a", "setup", "bridge-vxlan")].s == pytest.approx(1.0)
+    # the direct path has no set-up in the report: listed after the set-ups
+    extra = t[t["kind"] == "extra"]
+    assert list(extra["testbed"]) == ["bridge-macvlan"] and t.index[t["kind"] == "extra"].min() > t.index[
+        t["setup"] == "7b"].max()
+    # the set-ups without a counterpart keep the map's reason; every set-up of the report is a row
+    assert list(t.loc[t["kind"] != "extra", "setup"]) == ["1a", "1b", "2a", "2b", "3", "4a", "4b", "5", "6", "7a", "7b"]
+    none = t[t["kind"] == "none"].set_index("setup")
+    assert "OpenStack" in none.loc["4a", "why"] and none.loc["3", "report_t"] == "NA"
+    assert report_cells(campaign_rows()) == "7800 cells"
+
+
+def test_a_campaign_without_the_tunnel_says_which_configuration_stands_for_the_setup():
+    rows = campaign_rows()
+    rows = rows[~rows["testbed"].isin(["bridge-vxlan-gbe", "bridge-vxlan"])]
+    t = richter_table(rows, REFERENCE, REASONS).set_index("setup")
+    assert t.loc["5", "kind"] == "none" and t.loc["5", "why"].startswith("not in this campaign (here: bridge-gbe")
+
+
+def test_a_slower_configuration_gets_a_smaller_speed_up():
+    """The table follows the data: doubling one set-up's times halves its S."""
+    rows = campaign_rows()
+    slow = rows.copy()
+    sel = (slow["testbed"] == "bridge-vxlan") & (slow["metric"] == "wall_time")
+    slow.loc[sel, "value"] *= 2
+    before = richter_table(rows, REFERENCE, REASONS).set_index("setup").loc["7a", "s"]
+    after = richter_table(slow, REFERENCE, REASONS).set_index("setup").loc["7a", "s"]
+    assert after == pytest.approx(before / 2)
+
+
+def test_the_tex_has_the_table_and_the_macros_and_says_when_there_is_no_campaign():
+    t = richter_table(campaign_rows(), REFERENCE, REASONS)
+    tex = datapaths_tex(t, None, campaign="dp-x")
+    macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", tex))
+    assert macros["hvDpCampaign"] == "dp-x" and macros["hvRichterRounds"] == "4"
+    assert macros["hvRichterOneBS"] == "2.00" and macros["hvRichterFiveE"] == "37.5"
+    assert macros["hvRichterCells"] == "7{,}800"
+    assert "\\label{tab:richter}" in tex and "needs OpenStack" in tex and "direct (macvlan)" in tex
+    assert "\\hvdatapathstrue" in tex
+    off = datapaths_tex(None, campaign="")
+    assert "\\hvdatapathsfalse" in off and "\\newcommand" not in off
+    section = (ROOT / "paper/sections/datapaths.tex").read_text()
+    assert "\\ifhvdatapaths" in section and "\\else" in section
+
+
+def test_the_data_path_table_reads_each_path():
+    rows = []
+    for tb, virt, link, lat, bw, streams in (("local", "none", "", 5.0, 60e3, 27e3 / 8),
+                                             ("bridge-gbe", "netns-bridge", "rate 1gbit", 8.0, 2e3, 0.95e3 / 8)):
+        for rep in (1, 2, 3):
+            base = dict(testbed=tb, virtualization=virt, link=link or None, mpi="openmpi", rep=rep, ranks=2,
+                        interconnect="tcp", variant=None)
+            rows += [dict(base, benchmark="netpipe", metric="latency", unit="us", value=lat, msg_bytes=8),
+                     dict(base, benchmark="netpipe", metric="bandwidth", unit="Mbit/s", value=bw, msg_bytes=65536),
+                     dict(base, benchmark="iperf3", mpi="none", metric="bandwidth", unit="MB/s", value=streams,
+                          msg_bytes=None),
+                     dict(base, benchmark="iperf3", mpi="none", metric="retransmits", unit="count", value=0.0,
+                          msg_bytes=None)]
+    d = datapath_table(pd.DataFrame(rows)).set_index("testbed")
+    assert d.loc["local", "path"] == "loopback" and d.loc["bridge-gbe", "path"] == "bridge, 1 Gbit/s"
+    assert d.loc["bridge-gbe", "netpipe_openmpi_lat"] == pytest.approx(8.0)
+    assert d.loc["bridge-gbe", "netpipe_openmpi_bw"] == pytest.approx(2.0)
+    assert d.loc["bridge-gbe", "streams"] == pytest.approx(0.95)
+
+
+def _companion() -> str:
+    return yaml.safe_load((ROOT / "config/config.yaml").read_text())["paper"].get("datapaths_campaign") or ""
+
+
+@pytest.mark.skipif(not _companion(), reason="config/config.yaml names no data-path campaign")
+def test_the_archived_companion_campaign_is_committed_and_defines_the_sections_macros():
+    name = _companion()
+    testbeds = {p.parent.name for p in (ROOT / "data/raw" / name).glob("*/testbed.json")}
+    assert testbeds == set(yaml.safe_load((ROOT / "config/datapaths.yaml").read_text())["testbeds"])
+    tidy = pd.concat([pd.read_csv(ROOT / "data/results" / name / tb / "tidy.csv", keep_default_na=False,
+                                  na_values=[""]) for tb in sorted(testbeds)], ignore_index=True)
+    tex = datapaths_tex(richter_table(tidy, REFERENCE, REASONS), datapath_table(tidy), campaign=name)
+    defined = set(re.findall(r"\\newcommand\{\\(hv\w+)\}", tex))
+    section = (ROOT / "paper/sections/datapaths.tex").read_text()
+    used = set(re.findall(r"\\(hv(?:Richter|Dp)[A-Za-z]*)", section))
+    assert used and used <= defined, f"not defined by the archived companion campaign: {sorted(used - defined)}"

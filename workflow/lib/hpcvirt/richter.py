@@ -1,0 +1,214 @@
+"""Richter et al.'s Table 1 (OpenFOAM damBreak from bare metal to guests on
+several servers), reproduced from a campaign's tidy rows.
+
+Richter et al. report, per set-up, the program's wall time T, the speed-up
+S = T(1a) / T (1a: one core, bare metal) and the efficiency E = S / n (n the
+cores or vCPUs); every measurement was repeated 50 times and the first run
+discarded.  Here:
+
+* T is the solver's wall time of OpenFOAM's damBreak at the report's mesh
+  size (the input whose cell count is closest to the report's 7,700), median
+  and confidence interval over the rounds, **the first round left out** as
+  the report did;
+* S is paired by round: round r's T(1a) / T, median [CI]; E = S / n with n the
+  set-up's ranks (cores here);
+* each of this campaign's configurations is matched to the set-up it stands
+  for by its tidy columns (:data:`SETUPS`); configurations the report has no
+  set-up for (a link without the tunnel, the direct path) are listed after
+  them; a set-up with no configuration here keeps the reason the
+  reproduction map (``data/reference/reproduction.yaml``) gives.
+
+The table is a data frame (:func:`richter_table`); the paper's LaTeX comes
+from :func:`hpcvirt.paper.datapaths_tex`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from . import stats
+from .analysis import datapath_label
+
+BENCHMARK = "openfoam-dambreak"
+#: The report's mesh: 7,700 grid points (2-D), 1 s of simulated time in about 1,000 steps.
+REPORT_CELLS = 7700
+#: Rounds left out at the start of every configuration (the report discarded its first run).
+WARMUP_ROUNDS = 1
+
+
+def _tunnel(link: str) -> bool:
+    return any(p.strip() in ("vxlan", "gretap") for p in link.split(","))
+
+
+def _rate(link: str) -> str:
+    return next((p.strip().removeprefix("rate ") for p in link.split(",") if p.strip().startswith("rate ")), "")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One of the report's set-ups and which configurations here stand for it."""
+
+    id: str
+    ranks_note: str                      # how the report's n maps to ours
+    match: Callable[[dict], bool] | None  # a configuration (dict of tidy columns) -> stands for this set-up
+
+
+def _native(c: dict) -> bool:
+    return str(c["virtualization"]) == "none"
+
+
+def _servers(c: dict) -> bool:
+    """Two namespace "servers" on the bridge, one rank each."""
+    return str(c["virtualization"]) == "netns-bridge" and int(c["ranks_per_node"]) == 1 and int(c["nodes"]) > 1
+
+
+#: The report's set-ups in its order.  5 and 7a/7b are its multi-server set-ups
+#: (guests through TAP, Open vSwitch and a GRE tunnel, over 1 Gbit/s Ethernet
+#: or 40 Gbit/s InfiniBand); here two namespace "servers" with one rank each,
+#: through an overlay tunnel (VXLAN, or GRE where the kernel has it) over a link
+#: limited to 1 Gbit/s, or over the unlimited link (the fast interconnect's
+#: stand-in).  2a/2b, 3, 4a/4b, 6 and 7b have no counterpart (see the map).
+SETUPS: tuple[Setup, ...] = (
+    Setup("1a", "1 core", lambda c: _native(c) and int(c["ranks"]) == 1),
+    Setup("1b", "4 cores there, 2 here", lambda c: _native(c) and int(c["ranks"]) > 1 and c["interconnect"] == "shm"),
+    Setup("2a", "1 vCPU", None),
+    Setup("2b", "4 vCPUs", None),
+    Setup("3", "nested", None),
+    Setup("4a", "1 vCPU", None),
+    Setup("4b", "4 vCPUs", None),
+    Setup("5", "4 servers x 1 vCPU there, 2 servers x 1 rank here",
+          lambda c: _servers(c) and _tunnel(c["link"]) and _rate(c["link"]) == "1gbit"),
+    Setup("6", "4 servers x 4 vCPUs", None),
+    Setup("7a", "4 servers x 4 vCPUs there, 2 servers x 1 rank here",
+          lambda c: _servers(c) and _tunnel(c["link"]) and not _rate(c["link"])),
+    Setup("7b", "4 servers x 4 vCPUs, 4 KVMs", None),
+)
+
+
+def report_cells(tidy: pd.DataFrame) -> str | None:
+    """The input variant whose cell count is closest to the report's mesh."""
+    cells = tidy[(tidy["benchmark"] == BENCHMARK) & (tidy["metric"] == "cells")]
+    if cells.empty:
+        return None
+    per = cells.groupby("variant")["value"].median()
+    return str((per - REPORT_CELLS).abs().idxmin())
+
+
+def _reported(reference: pd.DataFrame) -> dict[str, dict]:
+    """Set-up id -> the report's description, T, S and E (strings as written; "NA" when not run)."""
+    ref = reference[(reference["study"] == "richter2015") & (reference["figure_or_table"] == "Table 1")]
+    out: dict[str, dict] = {}
+    for _, r in ref.iterrows():
+        label = str(r["testbed"])                          # "Set-up 1a: 1 core, bare metal"
+        sid, _, desc = label.removeprefix("Set-up ").partition(":")
+        d = out.setdefault(sid.strip(), {"description": desc.strip(), "T": "NA", "S": "NA", "E": "NA", "n": ""})
+        key = {"wall_time_s": "T", "speedup": "S", "efficiency_pct": "E"}.get(str(r["metric"]))
+        if key:
+            d[key] = str(r["value"])
+        d["n"] = str(r["processes_or_cores"])
+    return out
+
+
+def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str, str] | None = None,
+                  *, warmup_rounds: int = WARMUP_ROUNDS, level: float = 0.95) -> pd.DataFrame:
+    """One row per (report set-up, configuration here): the report's T, S, E
+    beside ours (median and CI), ``kind`` ``setup`` (a configuration that
+    stands for the set-up), ``none`` (no configuration here: ``why`` from
+    ``reasons``, the map's ``setup-<id>`` entries) or ``extra`` (a
+    configuration the report has no set-up for, after the set-ups)."""
+    reported = _reported(reference)
+    variant = report_cells(tidy)
+    runs = pd.DataFrame()
+    if variant is not None:
+        d = tidy[(tidy["benchmark"] == BENCHMARK) & (tidy["variant"] == variant) & (tidy["metric"] == "wall_time")]
+        d = d.assign(link=d["link"].fillna("").astype(str))
+        first = d.groupby(["testbed", "ranks"])["rep"].transform("min")
+        runs = d[d["rep"] >= first + warmup_rounds]
+    cfg_cols = ["testbed", "virtualization", "interconnect", "link", "ranks", "nodes", "ranks_per_node"]
+    configs = [dict(zip(cfg_cols, k)) | {"t": g.groupby("rep")["value"].median()}
+               for k, g in runs.groupby(cfg_cols, sort=True)] if len(runs) else []
+    base = next((c for c in configs if SETUPS[0].match(c)), None)
+    rows, used = [], set()
+
+    def measured(c: dict, setup: str, kind: str, rep: dict) -> dict:
+        t = c["t"]
+        tci = stats.median_ci(t.to_numpy(), level)
+        row = dict(setup=setup, kind=kind, report_description=rep.get("description", ""),
+                   report_t=rep.get("T", ""), report_s=rep.get("S", ""), report_e=rep.get("E", ""),
+                   report_n=rep.get("n", ""), testbed=c["testbed"], virtualization=c["virtualization"],
+                   interconnect=c["interconnect"], link=c["link"], ranks=int(c["ranks"]), nodes=int(c["nodes"]),
+                   path="this host" if str(c["virtualization"]) == "none" else datapath_label(c["virtualization"],
+                                                                                             c["link"]),
+                   variant=variant, rounds=tci["n"], t=tci["median"], t_lo=tci["ci_low"], t_hi=tci["ci_high"],
+                   ci_level=tci["ci_level"], why="")
+        if base is not None:
+            both = t.index.intersection(base["t"].index)
+            if len(both):
+                s = stats.median_ci((base["t"][both] / t[both]).to_numpy(), level)
+                n = int(c["ranks"])
+                row.update(s=s["median"], s_lo=s["ci_low"], s_hi=s["ci_high"], e=100 * s["median"] / n,
+                           e_lo=100 * s["ci_low"] / n, e_hi=100 * s["ci_high"] / n, pairs=s["n"])
+        return row
+
+    for setup in SETUPS:
+        rep = reported.get(setup.id, {})
+        mine = [c for c in configs if setup.match and setup.match(c)]
+        for c in mine:
+            used.add(id(c))
+            rows.append(measured(c, setup.id, "setup", rep))
+        if not mine:
+            why = (reasons or {}).get(f"setup-{setup.id}", "")
+            if not why.startswith("none:"):      # a set-up with a counterpart, not in this campaign
+                why = "not in this campaign" + (f" (here: {why})" if why else "")
+            rows.append(dict(setup=setup.id, kind="none", report_description=rep.get("description", ""),
+                             report_t=rep.get("T", ""), report_s=rep.get("S", ""), report_e=rep.get("E", ""),
+                             report_n=rep.get("n", ""), variant=variant,
+                             why=why.removeprefix("none:").strip()))
+    for c in configs:
+        if id(c) not in used:
+            rows.append(measured(c, "", "extra", {}))
+    out = pd.DataFrame(rows)
+    return out
+
+
+def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float = 0.95) -> pd.DataFrame:
+    """Per testbed of a data-path campaign: what each path costs MPI and TCP.
+    NetPIPE's latency at ``latency_bytes`` (us) and peak bandwidth (Gbit/s)
+    per MPI across the path (not on this host: it has no path between hosts),
+    qperf's TCP latency at its smallest size (us) and peak bandwidth (Gbit/s),
+    and the concurrent TCP streams' aggregate (Gbit/s; over loopback on this
+    host): median and CI over the rounds, with the path's label."""
+    from .analysis import _per_rep_of, normalize_units, streams_summary
+
+    df = normalize_units(tidy)
+    rows = []
+    for (tb, virt), g in df.groupby(["testbed", "virtualization"], sort=True):
+        link = g["link"].dropna().astype(str).iloc[0] if g["link"].notna().any() else ""
+        row = dict(testbed=tb, virtualization=virt, link=link,
+                   path="loopback" if str(virt) == "none" else datapath_label(virt, link))
+
+        def put(key: str, s: pd.Series, scale: float = 1.0) -> None:
+            if len(s):
+                ci = stats.median_ci((s * scale).to_numpy(), level)
+                row.update({key: ci["median"], f"{key}_lo": ci["ci_low"], f"{key}_hi": ci["ci_high"],
+                            f"{key}_n": ci["n"]})
+
+        np_ = g[(g["benchmark"] == "netpipe") & (g["interconnect"] != "shm")]
+        for mpi, m in np_.groupby("mpi", sort=True):
+            put(f"netpipe_{mpi}_lat", _per_rep_of(m[m["metric"] == "latency"], {}, latency_bytes))
+            put(f"netpipe_{mpi}_bw", _per_rep_of(m[m["metric"] == "bandwidth"], {}, None))
+        qp = g[g["benchmark"] == "qperf"]
+        lat = qp[qp["metric"] == "latency"]
+        if len(lat):
+            put("qperf_lat", _per_rep_of(lat, {}, int(lat["msg_bytes"].min())))
+        put("qperf_bw", _per_rep_of(qp[qp["metric"] == "bandwidth"], {}, None))
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    st = streams_summary(tidy, level)
+    if len(st) and len(out):
+        out = out.merge(st[["testbed", "gbits", "gbits_lo", "gbits_hi"]].rename(
+            columns={"gbits": "streams", "gbits_lo": "streams_lo", "gbits_hi": "streams_hi"}), on="testbed", how="left")
+    return out
