@@ -228,3 +228,26 @@ if CONTAINERS:
             latency_bytes=STUDY["paper"]["latency_bytes"],
         notebook:
             "../../notebooks/11-containers.ipynb"
+
+
+# Richter et al.'s efficiency per set-up, from the paper's data-path companion
+# campaign (paper.datapaths_campaign): the table of rule datapaths only.
+if DATAPATHS:
+
+    rule figure_richter:
+        input:
+            table=f"data/results/{DATAPATHS}/richter_table.csv",
+        output:
+            pdf=report(
+                "paper/figures/richter.pdf",
+                caption="../report/richter.rst",
+                category="Figures",
+                labels={"figure": "richter", "campaign": DATAPATHS},
+            ),
+        log:
+            notebook="logs/notebooks/13-richter.ipynb",
+        retries: 1
+        params:
+            campaign=DATAPATHS,
+        notebook:
+            "../../notebooks/13-richter.ipynb"

@@ -150,6 +150,7 @@ rule paper:
         containers="paper/generated/containers.tex",
         containers_figure=["paper/figures/containers.pdf"] if CONTAINERS else [],
         datapaths="paper/generated/datapaths.tex",
+        datapaths_figure=["paper/figures/richter.pdf"] if DATAPATHS else [],
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
     log:
