@@ -772,7 +772,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
                         f"{_ci_or_dash(r, 't')} & {_ci_or_dash(r, 's')} & {_ci_or_dash(r, 'e')} \\\\")
     out.append(
         "\\newcommand{\\hvRichterTable}{%\n"
-        "\\begin{table*}[t]\n\\centering\\scriptsize\n"
+        "\\begin{table*}[!tbp]\n\\centering\\scriptsize\n"
         f"\\caption{{\\citet{{richter2015}}'s Table~1 (OpenFOAM damBreak; left: as reported, wall time $T$, "
         f"speed-up $S = T(\\mathrm{{1a}})/T$, efficiency $E = S/n$) beside this host's counterparts (right; "
         f"campaign \\texttt{{{latex_escape(campaign)}}}): the solver's wall time at the report's mesh size, "
@@ -781,11 +781,12 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
         f"for Open vSwitch's GRE tunnel, the unlimited link for InfiniBand; there are no guests here. "
         f"Source: rule \\texttt{{datapaths}}, \\texttt{{hpcvirt.richter}}.}}\n"
         "\\label{tab:richter}\n"
+        "\\resizebox{\\textwidth}{!}{%\n"
         "\\begin{tabular}{@{}l p{4.2cm} r r r l l l l@{}}\n\\toprule\n"
         "\\multicolumn{5}{c}{as reported} & \\multicolumn{4}{c}{here} \\\\\n"
         "\\cmidrule(lr){1-5}\\cmidrule(l){6-9}\n"
         "set-up & description & $T$ (s) & $S$ & $E$ (\\%) & configuration & $T$ (s) & $S$ & $E$ (\\%) \\\\\n\\midrule\n"
-        + "\n".join(rows) + "\n\\bottomrule\n\\end{tabular}\n\\end{table*}}\n")
+        + "\n".join(rows) + "\n\\bottomrule\n\\end{tabular}}\n\\end{table*}}\n")
 
     if paths is not None and len(paths):
         prow = []
@@ -803,7 +804,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
                         f"{_ci_or_dash(r, 'qperf_bw')} & {_ci_or_dash(r, 'streams')} \\\\")
         out.append(
             "\\newcommand{\\hvDpTable}{%\n"
-            "\\begin{table}[t]\n\\centering\\scriptsize\n"
+            "\\begin{table}[!tbp]\n\\centering\\scriptsize\n"
             f"\\caption{{What each data path costs (campaign \\texttt{{{latex_escape(campaign)}}}): NetPIPE (Open MPI, "
             f"one rank per host) latency at {fmt_bytes(latency_bytes)} ($\\mu$s) and peak bandwidth (Gbit/s), "
             f"raw TCP bandwidth (qperf, Gbit/s) and the aggregate of four concurrent TCP streams (iperf3, "
