@@ -328,7 +328,7 @@ def test_tiny_study_end_to_end(tmp_path):
     assert str(victim.relative_to(work)) in res3.stdout
 
 
-@pytest.mark.parametrize("figure", ["pingpong", "datapaths", "placement", "containers"])
+@pytest.mark.parametrize("figure", ["pingpong", "datapaths", "placement", "containers", "richter"])
 def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
     """In a fresh clone (nothing under .hpcvirt/, no outputs), a figure of
     the committed archive is drawn from its raw outputs: no measurement and
@@ -340,8 +340,9 @@ def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
         os.utime(f, ns=(t0 + i * 1_000_000, t0 + i * 1_000_000))
     res = snakemake(*PROFILE, "-n", f"paper/figures/{figure}.pdf", cwd=work)
     jobs = re.findall(r"^(\w+)\s+\d+$", res.stdout.split("Job stats:")[1].split("Reasons")[0], re.M)
-    # (the container figure: the companion campaign's ratios, rule containers)
-    assert set(jobs) <= {"parse", "aggregate", "containers", f"figure_{figure}", "total"}, res.stdout[-3000:]
+    # (the companion campaigns' figures: their tables, rules containers and datapaths)
+    assert set(jobs) <= {"parse", "aggregate", "containers", "datapaths", f"figure_{figure}", "total"}, \
+        res.stdout[-3000:]
     assert "measure" not in res.stdout.split("Job stats:")[1]
 
 
