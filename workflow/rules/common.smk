@@ -6,6 +6,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
+# The figure notebooks' Jupyter settings (workflow/jupyter/README.md), ahead of any the user has.
+os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+    [f"{workflow.basedir}/workflow/jupyter"]
+    + [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
+)
 
 from hpcvirt import claims, figures, link, matrix, progress, redraw, slurm
 from hpcvirt.benchmarks import REGISTRY
