@@ -79,6 +79,17 @@ def test_a_campaign_without_the_tunnel_says_which_configuration_stands_for_the_s
     assert t.loc["5", "kind"] == "none" and t.loc["5", "why"].startswith("not in this campaign (here: bridge-gbe")
 
 
+def test_a_single_round_is_kept_and_each_mpi_is_paired_with_its_own_serial_run():
+    one = pd.DataFrame(foam("local", "none", 1, {1: 40.0}) + foam("local", "none", 2, {1: 20.0}))
+    t = richter_table(one, REFERENCE, REASONS).set_index("setup")
+    assert t.loc["1b", "rounds"] == 1 and t.loc["1b", "s"] == pytest.approx(2.0)
+    mpich = campaign_rows().assign(mpi="mpich")
+    mpich.loc[mpich["metric"] == "wall_time", "value"] *= 2          # every MPICH run twice as long
+    both = richter_table(pd.concat([campaign_rows(), mpich]), REFERENCE, REASONS)
+    one_b = both[both["setup"] == "1b"].set_index("mpi")
+    assert one_b.loc["openmpi", "s"] == pytest.approx(2.0) and one_b.loc["mpich", "s"] == pytest.approx(2.0)
+
+
 def test_a_slower_configuration_gets_a_smaller_speed_up():
     """The table follows the data: doubling one set-up's times halves its S."""
     rows = campaign_rows()

@@ -6,11 +6,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
-# The figure notebooks' Jupyter settings (workflow/jupyter/README.md), ahead of any the user has.
-os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
-    [f"{workflow.basedir}/workflow/jupyter"]
-    + [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
-)
 
 from hpcvirt import claims, figures, link, matrix, progress, redraw, slurm
 from hpcvirt.benchmarks import REGISTRY
@@ -32,6 +27,8 @@ except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
+# The figure notebooks' Jupyter settings (workflow/jupyter/README.md), ahead of any the user has.
+figures.use_jupyter_settings(f"{workflow.basedir}/workflow/jupyter")
 
 # Link settings the kernel cannot provide fail here, before any job (hpcvirt.link;
 # the probe needs root, as the testbeds do: without it the job reports the same).
@@ -147,9 +144,12 @@ DATAPATH_TESTBEDS = (
 # The companions' tables are records, read as committed: no rule of this study
 # makes them (their testbeds need not be this study's), unless it is the
 # campaign measured.
-PARSED_CAMPAIGN = "".join(
-    f"(?!{re.escape(c)}/)" for c in sorted({CONTAINERS, DATAPATHS} - {"", CAMPAIGN})
-) + r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+PARSED_CAMPAIGN = (
+    "".join(
+        f"(?!{re.escape(c)}/)" for c in sorted({CONTAINERS, DATAPATHS} - {"", CAMPAIGN})
+    )
+    + r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+)
 
 
 def archive_host_records(wildcards):

@@ -5,6 +5,8 @@ that show it only then (:func:`hpcvirt.paper.parts_tex`)."""
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 
 
@@ -101,3 +103,10 @@ def report_labels(name: str, tables) -> dict[str, str]:
         "testbeds (virtualization)": ", ".join(f"{t} ({v})" for t, v in pairs),
         "VM accelerator": "; ".join(accels) or "no VM in this figure",
     }
+
+
+def use_jupyter_settings(folder: str) -> None:
+    """Put ``folder`` first on ``JUPYTER_CONFIG_PATH`` for the notebook jobs this process starts
+    (workflow/jupyter/: how long nbconvert waits for a kernel to exit)."""
+    rest = [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p and p != folder]
+    os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([folder, *rest])

@@ -125,20 +125,25 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
     if variant is not None:
         d = tidy[(tidy["benchmark"] == BENCHMARK) & (tidy["variant"] == variant) & (tidy["metric"] == "wall_time")]
         d = d.assign(link=d["link"].fillna("").astype(str))
-        first = d.groupby(["testbed", "ranks"])["rep"].transform("min")
-        runs = d[d["rep"] >= first + warmup_rounds]
-    cfg_cols = ["testbed", "virtualization", "interconnect", "link", "ranks", "nodes", "ranks_per_node"]
+        # the first round of each configuration is left out, unless it is its only one
+        keys = ["testbed", "mpi", "virtualization", "interconnect", "link", "ranks"]
+        first = d.groupby(keys)["rep"].transform("min")
+        rounds = d.groupby(keys)["rep"].transform("nunique")
+        runs = d[(d["rep"] >= first + warmup_rounds) | (rounds <= warmup_rounds)]
+    cfg_cols = ["testbed", "mpi", "virtualization", "interconnect", "link", "ranks", "nodes", "ranks_per_node"]
     configs = [dict(zip(cfg_cols, k)) | {"t": g.groupby("rep")["value"].median()}
                for k, g in runs.groupby(cfg_cols, sort=True)] if len(runs) else []
-    base = next((c for c in configs if SETUPS[0].match(c)), None)
+    serial = [c for c in configs if SETUPS[0].match(c)]
     rows, used = [], set()
 
     def measured(c: dict, setup: str, kind: str, rep: dict) -> dict:
         t = c["t"]
+        # the serial run of the same MPI library (any serial run if that library has none)
+        base = next((b for b in serial if b["mpi"] == c["mpi"]), serial[0] if serial else None)
         tci = stats.median_ci(t.to_numpy(), level)
         row = dict(setup=setup, kind=kind, report_description=rep.get("description", ""),
                    report_t=rep.get("T", ""), report_s=rep.get("S", ""), report_e=rep.get("E", ""),
-                   report_n=rep.get("n", ""), testbed=c["testbed"], virtualization=c["virtualization"],
+                   report_n=rep.get("n", ""), testbed=c["testbed"], mpi=c["mpi"], virtualization=c["virtualization"],
                    interconnect=c["interconnect"], link=c["link"], ranks=int(c["ranks"]), nodes=int(c["nodes"]),
                    path="this host" if str(c["virtualization"]) == "none" else datapath_label(c["virtualization"],
                                                                                              c["link"]),
