@@ -225,7 +225,7 @@ if DATAPATHS:
         params:
             campaign=DATAPATHS,
             latency_bytes=STUDY["paper"]["latency_bytes"],
-            reference_dir="data/reference",
+            reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
         script:
             "../scripts/datapaths.py"
 
@@ -241,3 +241,43 @@ else:
             latency_bytes=STUDY["paper"]["latency_bytes"],
         script:
             "../scripts/datapaths.py"
+
+
+# The paper's and the figures' rules read small tables and take seconds: they
+# run where Snakemake runs, not as cluster jobs of their own (with the Slurm
+# profile each would otherwise be one more sbatch, queued and polled, on a node
+# that may have neither Jupyter nor LaTeX).  The measurements, and parse and
+# aggregate, which read every raw output of a campaign, stay cluster jobs.
+localrules:
+    numbers,
+    parts,
+    reference_table,
+    claims,
+    artifact,
+    paper,
+    containers,
+    datapaths,
+    figure_pingpong,
+    figure_datapaths,
+    figure_placement,
+    figure_npb,
+    figure_npbnorm,
+    figure_osu,
+    figure_agreement,
+    figure_commprof,
+    study_figures,
+    figure_apps,
+    figure_speedup,
+    figure_streams,
+
+
+if CONTAINERS:
+
+    localrules:
+        figure_containers,
+
+
+if DATAPATHS:
+
+    localrules:
+        figure_richter,
