@@ -713,11 +713,12 @@ def _num(x) -> str:
     return "--" if s in ("", "NA", "nan") else latex_escape(s)
 
 
-def _ci_or_dash(r, key: str, digits: int = 3) -> str:
+def _ci_or_dash(r, key: str) -> str:
+    """``_ci`` of a row's ``key`` (with ``_lo``/``_hi``), or a dash where the row has none."""
     v = r.get(key) if hasattr(r, "get") else None
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "--"
-    return f"{fmt(v, digits)} [{fmt(r[key + '_lo'], digits)}, {fmt(r[key + '_hi'], digits)}]"
+    return _ci(v, r[key + "_lo"], r[key + "_hi"])
 
 
 def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None, *, campaign: str,
