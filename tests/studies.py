@@ -25,6 +25,7 @@ def study_for(testbeds: list[str], tbs: dict[str, dict] | None = None, **experim
         exp = study["experiments"].get(bench.experiment)
         if exp is None:
             continue
+        exp["skip_testbeds"] = []    # the testbeds given are the ones to run it on (also as an overlay)
         if not bench.mpi:       # a client/server benchmark: offered by a testbed with its entry
             exp["enabled"] = exp.get("enabled", True) and any(
                 bench.name in tb and tb.get("nodes", 1) >= bench.min_hosts for tb in tbs.values())

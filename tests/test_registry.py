@@ -41,7 +41,8 @@ def test_schema_fragment(name):
     jsonschema.Draft202012Validator.check_schema(frag)
     assert load_schema("config.schema.yaml")["properties"]["experiments"]["properties"][b.experiment] == frag
     inputs = ["inputs"] if isinstance(b, Application) else []      # input sets (applications)
-    assert set(frag["properties"]) == {"enabled", "repetitions", "timeout_s", "retries_after_timeout", "by_kind", *b.params,
+    assert set(frag["properties"]) == {"enabled", "repetitions", "timeout_s", "retries_after_timeout", "skip_testbeds",
+                                   "by_kind", *b.params,
                                    *inputs}
     # a section with only its required keys is valid, and its defaults are valid too
     minimal = {k: _example(p) for k, p in b.params.items() if p.required}
@@ -118,6 +119,7 @@ def _full_study() -> dict:
         exp.update({k: _example(p) if p.kind != "choices" else list(p.choices) for k, p in b.params.items()
                     if p.required and k not in exp})
         exp["enabled"] = True
+        exp["skip_testbeds"] = []      # every testbed that offers it (an overlay of config.yaml)
     study["experiments"]["npb"].update(kernels=["cg"], ranks=[2])
     study["experiments"]["osu"].update(tests=["osu_latency", "osu_allreduce"])
     study["testbeds"] = ["local", "bridge", "vm", "example-site"]

@@ -217,23 +217,33 @@ def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Pa
 
     for bench, exp in enabled(study):
         where = f"{study_path}: experiments.{bench.experiment}"
+        chosen = {t: o for t, o in per_tb.items() if t not in exp.get("skip_testbeds", [])}
+        unknown = [t for t in exp.get("skip_testbeds", []) if not (testbed_dir / f"{t}.yaml").is_file()]
+        if unknown:
+            raise ConfigError(f"{where}.skip_testbeds: {unknown} are not testbeds (no file "
+                              f"{testbed_dir}/<name>.yaml); allowed: "
+                              f"{sorted(p.stem for p in testbed_dir.glob('*.yaml'))}")
+        if not chosen:
+            unoffered(f"{where}: every testbed of the study {sorted(testbeds)} is in its skip_testbeds "
+                      f"(files in {testbed_dir})")
+            continue
         if not bench.mpi:
-            if not any(bench.name in o for o in per_tb.values()):
-                unoffered(f"{where}: {bench.name} is offered by none of the testbeds {sorted(testbeds)} "
+            if not any(bench.name in o for o in chosen.values()):
+                unoffered(f"{where}: {bench.name} is offered by none of the testbeds {sorted(chosen)} "
                           f"(files in {testbed_dir}: add a '{bench.name}:' entry)")
             continue
         path_param = next((k for k, p in bench.params.items() if p.offered_by == "path"), None)
         for mpi in exp["mpis"]:
             for p in (exp[path_param] if path_param else [None]):
                 if any(mpi in o.get(bench.name, {}) and (p is None or p in o[bench.name][mpi])
-                       for o in per_tb.values()):
+                       for o in chosen.values()):
                     continue
-                offered = sorted({f"{m}/{q}" for o in per_tb.values() for m, qs in o.get(bench.name, {}).items()
+                offered = sorted({f"{m}/{q}" for o in chosen.values() for m, qs in o.get(bench.name, {}).items()
                                   for q in qs})
                 what = f"{mpi} over path {p!r}" if p else mpi
                 hint = f"; {bench.unoffered_hint}" if bench.unoffered_hint else ""
                 unoffered(
-                    f"{where}: {what} is offered by none of the testbeds {sorted(testbeds)} (files in "
+                    f"{where}: {what} is offered by none of the testbeds {sorted(chosen)} (files in "
                     f"{testbed_dir}: mpi.{mpi}.{bench.name}"
                     + (f" and mpi.{mpi}.paths.{p}" if p else "") + f"); they offer {offered}{hint}"
                     + ("" if study.get("skip_unoffered") else

@@ -51,6 +51,8 @@ def configurations(study: dict) -> list[Configuration]:
     offers, kinds = study.get("offers"), study.get("kinds", {})
     for tb in study["testbeds"]:
         for bench, exp in enabled(study):
+            if tb in exp.get("skip_testbeds", []):      # the experiment is not run on this testbed
+                continue
             offer = None if offers is None else offers.get(tb, {}).get(bench.name)
             if offers is not None and offer is None:
                 continue

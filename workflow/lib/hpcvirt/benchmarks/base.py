@@ -117,6 +117,9 @@ TIMEOUT_DOC = ("Wall-clock limit of one measurement of this experiment, in secon
 RETRY_DOC = ("How many times a run of this experiment that was killed at its time limit is run again (each "
              "killed attempt's output is kept as `.failed-*` and named in the provenance of the run that "
              "succeeded); any other failure is never retried.")
+SKIP_TESTBEDS_DOC = ("Testbeds (names of files in config/testbeds/) this experiment is not run on, although they "
+                     "offer it, e.g. OpenFOAM on the links without the tunnel, to keep `make` within its hour; "
+                     "default: none.")
 REPS_DOC = ("Repetitions of this experiment's configurations (interleaved rounds 1..n of the study's), instead of "
             "the study's `repetitions`; every summary row states its n and the CI's achieved coverage.")
 
@@ -215,6 +218,8 @@ class Benchmark:
         s = {"type": "object", "additionalProperties": False, "description": self.title,
              "properties": {k: p.schema() for k, p in ps.items()}}
         s["properties"]["repetitions"] = {"type": "integer", "minimum": 1, "maximum": 1000, "description": REPS_DOC}
+        s["properties"]["skip_testbeds"] = {"type": "array", "uniqueItems": True, "description": SKIP_TESTBEDS_DOC,
+                                            "items": {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,31}$"}}
         s["properties"]["timeout_s"] = {"type": "integer", "minimum": 10, "maximum": 86400, "description": TIMEOUT_DOC}
         s["properties"]["retries_after_timeout"] = {"type": "integer", "minimum": 0, "maximum": 3,
                                                     "description": RETRY_DOC}
