@@ -104,6 +104,14 @@ BAD_STUDY = [
                                              "['containers_campaign', 'datapaths_campaign', 'latency_bytes', 'quick_look']"]),
     (lambda c: c["paper"].update(containers_campaign="../x"), ["paper.containers_campaign", "pattern"]),
     (lambda c: c["paper"].update(datapaths_campaign="a b"), ["paper.datapaths_campaign", "pattern"]),
+    # the testbeds an experiment is not run on
+    (lambda c: c["experiments"]["openfoam"].update(skip_testbeds=["bridge-vxln"]),
+     ["config/config.yaml: experiments.openfoam.skip_testbeds", "['bridge-vxln'] are not testbeds", "allowed",
+      "'bridge-vxlan'"]),
+    (lambda c: c["experiments"]["openfoam"].update(skip_testbeds=["Bridge;x"]),
+     ["experiments.openfoam.skip_testbeds[0]", "pattern"]),
+    (lambda c: c["experiments"]["tcp"].update(skip_testbeds=list(c["testbeds"])),
+     ["experiments.tcp: every testbed of the study", "is in its skip_testbeds"]),
 ]
 
 
@@ -274,6 +282,25 @@ def test_skip_unoffered_runs_what_the_testbeds_offer_and_lists_the_rest():
     full, _ = load_study(copy.deepcopy(STUDY), testbed_dir=ROOT / "config/testbeds")
     assert full["skipped"] == []
     assert {c for c in configurations(full) if c.testbed == "local"} == set(configs)
+
+
+def test_an_experiment_is_not_run_on_its_skip_testbeds():
+    """OpenFOAM runs on this host, in the guests and over the tunnels only, raw TCP not on the limited links, the
+    direct path and the tunnels (config/config.yaml); without the key every testbed that offers them runs them."""
+    from hpcvirt.matrix import configurations
+
+    out, _ = load_study(copy.deepcopy(STUDY), testbed_dir=ROOT / "config/testbeds")
+    where = {(c.benchmark, c.testbed) for c in configurations(out)}
+    assert {t for b, t in where if b == "openfoam"} == {"local", "vm", "bridge-vxlan", "bridge-vxlan-gbe"}
+    assert {t for b, t in where if b == "qperf"} == {"local", "bridge", "vm"}
+    study = copy.deepcopy(STUDY)
+    study["experiments"]["openfoam"]["skip_testbeds"] = []
+    study["experiments"]["tcp"].pop("skip_testbeds")
+    out, _ = load_study(study, testbed_dir=ROOT / "config/testbeds")
+    where = {(c.benchmark, c.testbed) for c in configurations(out)}
+    assert {t for b, t in where if b == "openfoam"} == {"local", "vm", "bridge", "bridge-gbe", "bridge-macvlan",
+                                                          "bridge-vxlan", "bridge-vxlan-gbe"}
+    assert {t for b, t in where if b == "qperf"} >= {"bridge-macvlan", "bridge-vxlan", "bridge-vxlan-gbe"}
 
 
 def test_skip_unoffered_with_nothing_left_to_run_is_an_error():

@@ -21,14 +21,16 @@ REFERENCE = load_reference(ROOT / "data/reference")
 REASONS = yaml.safe_load((ROOT / "data/reference/reproduction.yaml").read_text())["richter2015"]["testbeds"]
 
 
-def foam(testbed, virt, ranks, times, *, link="", interconnect="shm", nodes=1, cells=7800):
-    """OpenFOAM rows of one configuration: wall time per round (dict rep -> s), and its cell count."""
+def foam(testbed, virt, ranks, times, *, link="", interconnect="shm", nodes=1, cells=7800, steps=1010, end=""):
+    """OpenFOAM rows of one configuration: wall time per round (dict rep -> s), its cell count and steps."""
     rows = []
     for rep, t in times.items():
-        base = dict(testbed=testbed, virtualization=virt, interconnect=interconnect, link=link or None,
-                    mpi="openmpi", benchmark="openfoam-dambreak", variant=f"{cells} cells", ranks=ranks,
+        base = dict(run_id=f"c/{testbed}/openfoam/n{ranks}_c{cells}{end}/rep-{rep}", testbed=testbed,
+                    virtualization=virt, interconnect=interconnect, link=link or None,
+                    mpi="openmpi", benchmark="openfoam-dambreak", variant=f"{cells} cells{end}", ranks=ranks,
                     nodes=nodes, ranks_per_node=ranks // nodes, rep=rep, msg_bytes=None)
-        rows += [dict(base, metric="wall_time", unit="s", value=t), dict(base, metric="cells", unit="count", value=cells)]
+        rows += [dict(base, metric="wall_time", unit="s", value=t), dict(base, metric="cells", unit="count", value=cells),
+                 dict(base, metric="steps", unit="count", value=steps + rep % 2)]
     return rows
 
 
@@ -76,7 +78,7 @@ def test_a_campaign_without_the_tunnel_says_which_configuration_stands_for_the_s
     rows = campaign_rows()
     rows = rows[~rows["testbed"].isin(["bridge-vxlan-gbe", "bridge-vxlan"])]
     t = richter_table(rows, REFERENCE, REASONS).set_index("setup")
-    assert t.loc["5", "kind"] == "none" and t.loc["5", "why"].startswith("not in this campaign (here: bridge-gbe")
+    assert t.loc["5", "kind"] == "none" and t.loc["5", "why"].startswith("not in this campaign (here: bridge-vxlan-gbe")
 
 
 def test_a_single_round_is_kept_and_each_mpi_is_paired_with_its_own_serial_run():
@@ -84,6 +86,7 @@ def test_a_single_round_is_kept_and_each_mpi_is_paired_with_its_own_serial_run()
     t = richter_table(one, REFERENCE, REASONS).set_index("setup")
     assert t.loc["1b", "rounds"] == 1 and t.loc["1b", "s"] == pytest.approx(2.0)
     mpich = campaign_rows().assign(mpi="mpich")
+    mpich["run_id"] = mpich["run_id"].str.replace("/openfoam/", "/openfoam/mpich-")
     mpich.loc[mpich["metric"] == "wall_time", "value"] *= 2          # every MPICH run twice as long
     both = richter_table(pd.concat([campaign_rows(), mpich]), REFERENCE, REASONS)
     one_b = both[both["setup"] == "1b"].set_index("mpi")
@@ -108,6 +111,11 @@ def test_the_tex_has_the_table_and_the_macros_and_says_when_there_is_no_campaign
     assert macros["hvDpCampaign"] == "dp-x" and macros["hvRichterRounds"] == "4"
     assert macros["hvRichterOneBS"] == "2.00" and macros["hvRichterFiveE"] == "37.5"
     assert macros["hvRichterCells"] == "7{,}800"
+    # the solver's steps: the median over the set-ups' rounds kept (1,010 in even rounds, 1,011 in odd ones)
+    assert macros["hvRichterSteps"] in ("1{,}010", "1{,}011") and "\\hvRichterSteps{} time steps" in tex
+    assert "second companion campaign" in macros["hvDpSource"] and "config/datapaths.yaml" in macros["hvDpSource"]
+    own = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", datapaths_tex(t, None, campaign="local-x", own=True)))
+    assert "own campaign" in own["hvDpSource"] and "local-x" in own["hvDpSource"]
     assert "\\label{tab:richter}" in tex and "needs OpenStack" in tex and "direct (macvlan)" in tex
     assert "\\hvdatapathstrue" in tex
     off = datapaths_tex(None, campaign="")
@@ -151,4 +159,34 @@ def test_the_archived_companion_campaign_is_committed_and_defines_the_sections_m
     defined = set(re.findall(r"\\newcommand\{\\(hv\w+)\}", tex))
     section = (ROOT / "paper/sections/datapaths.tex").read_text()
     used = set(re.findall(r"\\(hv(?:Richter|Dp)[A-Za-z]*)", section))
-    assert used and used <= defined, f"not defined by the archived companion campaign: {sorted(used - defined)}"
+    # the guests' set-ups are in a campaign with guests only: the section tests for them (\ifdefined\hvRichterTwoAS)
+    guards = {g.removesuffix("S") for g in re.findall(r"\\ifdefined\\(hv\w+)", section)}
+    assert guards == {"hvRichterTwoA", "hvRichterTwoB"}
+    needed = {m for m in used if not any(m.startswith(g) for g in guards)}
+    assert needed and needed <= defined, f"not defined by the archived companion campaign: {sorted(needed - defined)}"
+
+
+def test_the_guests_run_their_own_input_and_are_paired_with_this_host_on_it():
+    """Set-ups 2a/2b: one guest under TCG runs a smaller input; its S is against the serial run on this host of
+    that input (listed as an extra row), not against 1a at the report's mesh."""
+    r = [1, 2, 3]
+    small = dict(cells=2268, end=", 0.1 s", steps=27)
+    rows = pd.DataFrame(
+        foam("local", "none", 1, {1: 40.0, 2: 41.0, 3: 40.0})
+        + foam("local", "none", 1, {1: 0.9, 2: 0.5, 3: 0.6}, **small)
+        + foam("vm", "qemu-tcg", 1, dict(zip(r, [12.0, 5.0, 6.0])), **small)
+        + foam("vm", "qemu-tcg", 2, dict(zip(r, [12.0, 5.0, 4.0])), **small))
+    t = richter_table(rows, REFERENCE, REASONS)
+    two_a = t[t["setup"] == "2a"].iloc[0]
+    assert two_a["kind"] == "setup" and two_a["variant"] == "2268 cells, 0.1 s" and two_a["path"] == "one guest (TCG)"
+    # rounds 2 and 3 (the first left out): 0.5/5, 0.6/6 -> S 0.1; E = 10 %
+    assert two_a["s"] == pytest.approx(0.1) and two_a["e"] == pytest.approx(10.0) and two_a["rounds"] == 2
+    two_b = t[t["setup"] == "2b"].iloc[0]
+    assert two_b["ranks"] == 2 and two_b["s"] == pytest.approx((0.1 + 0.15) / 2)
+    assert t[t["setup"] == "1a"].iloc[0]["variant"] == "7800 cells" == two_a["report_variant"]
+    base = t[(t["kind"] == "extra") & (t["testbed"] == "local")]
+    assert list(base["variant"]) == ["2268 cells, 0.1 s"] and base.iloc[0]["s"] == pytest.approx(1.0)
+    tex = datapaths_tex(t, None, campaign="local-x", own=True)
+    assert "vm, 1 rank (2268 cells, 0.1 s)" in tex and "the serial run of the guests' input" in tex
+    macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", tex))
+    assert macros["hvRichterTwoAS"] == "0.100" and "hvRichterTwoBS" in macros

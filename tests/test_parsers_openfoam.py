@@ -32,7 +32,7 @@ def test_a_serial_run_gives_wall_time_steps_and_cells():
     rows = {m.metric: m for m in parse(FIX / "serial-r100-t0.1.out", {"ranks": 1, "nodes": 1})}
     assert rows["wall_time"].value == float(re.search(r"^wall_s (\S+)", text, re.M).group(1))
     assert rows["steps"].value == len(re.findall(r"^Time = ", text, re.M))
-    assert rows["cells"].value == 2268 and rows["cells"].variant == "2268 cells"
+    assert rows["cells"].value == 2268 and rows["cells"].variant == "2268 cells, 0.1 s"   # not the report's 1 s
     execs = [float(x) for x in re.findall(r"^ExecutionTime = (\S+) s", text, re.M)]
     assert rows["time_per_step"].value == pytest.approx((execs[-1] - execs[19]) / (len(execs) - 20) * 1e6)
     assert {m.ranks for m in rows.values()} == {1} and all(m.verified for m in rows.values())
@@ -88,3 +88,18 @@ def test_a_killed_run_leaves_no_process_and_no_case(tmp_path):
     small = dataclasses.replace(c, settings={**c.settings, "refine_pct": 50, "end_time_ms": 20})
     assert execute(launch(small, testbeds["local"]), out3, timeout=120)["exit_code"] == 0, out3.read_text()[-2000:]
     assert not list((ROOT / ".hpcvirt/runs").glob("openfoam-*"))
+
+
+def test_a_run_too_short_for_the_warm_up_is_rejected_with_its_path():
+    """A guest's run of 0.05 s simulated (a real output, under TCG emulation) took 13 steps: fewer than the 20
+    left out as warm-up, so it has no time per step; it is rejected, saying why, not parsed into numbers."""
+    path = FIX / "guest-r100-t0.05-13steps.out"
+    assert len(re.findall(r"^Time = ", path.read_text(), re.M)) == 13
+    with pytest.raises(ParseError) as exc:
+        parse(path, {"ranks": 1, "nodes": 1})
+    assert str(path) in str(exc.value) and "only 13 steps" in str(exc.value) and "end_time_ms" in str(exc.value)
+
+
+def test_the_variant_names_the_simulated_time_unless_it_is_the_reports():
+    assert openfoam.variant(7800, 1.0) == "7800 cells"
+    assert openfoam.variant(7800, 0.5) == "7800 cells, 0.5 s" and openfoam.variant(2268, 0.1) == "2268 cells, 0.1 s"

@@ -160,7 +160,7 @@ def test_ratio_bars_are_paired_by_round_and_scaled(archive):
     ref, (_, _, d) = _drawing("table1-efficiency")
     bars = redraw.bar_values(tidy, ref, d)
     of = tidy[(tidy["benchmark"] == "openfoam-dambreak") & (tidy["metric"] == "wall_time")
-              & (tidy["variant"] == "7800 cells")]
+              & (tidy["variant"] == "7800 cells, 0.5 s")]
     t1 = of[(of["testbed"] == "local") & (of["ranks"] == 1)].set_index("rep")["value"]
     t2 = of[(of["testbed"] == "local") & (of["ranks"] == 2)].set_index("rep")["value"]
     e = (t1 / t2 * 50).dropna()

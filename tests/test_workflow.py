@@ -246,11 +246,15 @@ def test_tiny_study_end_to_end(tmp_path):
         appv = pd.read_csv(res / "vm/tidy.csv").query(f"benchmark == '{bench}' and metric == '{metric}'")
         assert appv[["ranks", "nodes"]].values.tolist() == [[2, 2]] and appv["verified"].all(), bench
         assert set(appv["variant"]).isdisjoint(app["variant"]), bench    # not the host's input
-    # OpenFOAM's damBreak (the tutorial's mesh): 1 and 2 ranks on this host, 2 ranks on the two namespaces
+    # OpenFOAM's damBreak (the tutorial's mesh, 0.1 s): 1 and 2 ranks on this host, 2 ranks on the two
+    # namespaces, and 1 and 2 ranks in one guest (Richter et al.'s set-ups 2a/2b)
     of = tidy[(tidy["benchmark"] == "openfoam-dambreak") & (tidy["metric"] == "wall_time")]
-    assert sorted(of["ranks"]) == [1, 2] and set(of["variant"]) == {"2268 cells"} and (of["value"] > 0).all()
+    assert sorted(of["ranks"]) == [1, 2] and set(of["variant"]) == {"2268 cells, 0.1 s"} and (of["value"] > 0).all()
     ofb = pd.read_csv(res / "bridge/tidy.csv").query("benchmark == 'openfoam-dambreak' and metric == 'wall_time'")
     assert ofb[["ranks", "nodes"]].values.tolist() == [[2, 2]]
+    ofv = pd.read_csv(res / "vm/tidy.csv").query("benchmark == 'openfoam-dambreak' and metric == 'wall_time'")
+    assert sorted(ofv[["ranks", "nodes"]].values.tolist()) == [[1, 1], [2, 1]] and ofv["verified"].all()
+    assert set(ofv["variant"]) == {"2268 cells, 0.1 s"} and ofv["virtualization"].str.startswith("qemu-").all()
     # the communication profile (NPB CG with the project's PMPI profiler) natively and across the bridge
     for testbed in ("local", "bridge"):
         prof = pd.read_csv(res / testbed / "tidy.csv").query("benchmark == 'commprof-cg'")

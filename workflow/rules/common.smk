@@ -129,17 +129,25 @@ CONTAINER_TESTBEDS = (
 )
 # The paper's second companion campaign: the data paths and Richter et al.'s
 # set-ups (config/datapaths.yaml; config key paper.datapaths_campaign).
+# `make` sets the key to the campaign it measures (the default study has the
+# data paths and the set-ups): then the study's testbeds are its testbeds.
 DATAPATHS = STUDY["paper"].get("datapaths_campaign") or ""
-if DATAPATHS and not Path("data/raw", DATAPATHS).is_dir():
+if DATAPATHS and DATAPATHS != CAMPAIGN and not Path("data/raw", DATAPATHS).is_dir():
     raise WorkflowError(
         f"config/config.yaml: paper.datapaths_campaign: no campaign {DATAPATHS!r} under data/raw/ "
         '(measure one with `make datapaths`, or set the key to "" to leave the data paths '
         "section without numbers)"
     )
 DATAPATH_TESTBEDS = (
-    sorted(p.parent.name for p in Path("data/raw", DATAPATHS).glob("*/testbed.json"))
-    if DATAPATHS
-    else []
+    sorted(TESTBEDS)
+    if DATAPATHS == CAMPAIGN
+    else (
+        sorted(
+            p.parent.name for p in Path("data/raw", DATAPATHS).glob("*/testbed.json")
+        )
+        if DATAPATHS
+        else []
+    )
 )
 # The companions' tables are records, read as committed: no rule of this study
 # makes them (their testbeds need not be this study's), unless it is the

@@ -201,7 +201,8 @@ else:
             "../scripts/containers.py"
 
 
-# The data paths' section: the companion campaign (paper.datapaths_campaign)
+# The data paths' section: the campaign paper.datapaths_campaign names (the
+# companion campaign, or the one measured: `make` sets it to its campaign)
 # as Richter et al.'s Table 1 beside ours and what each data path costs (tidy
 # tables beside the campaign's own), and the paper's macros and tables;
 # without a companion campaign the section says so.
@@ -224,6 +225,7 @@ if DATAPATHS:
             "logs/paper/datapaths.log",
         params:
             campaign=DATAPATHS,
+            own=DATAPATHS == CAMPAIGN,
             latency_bytes=STUDY["paper"]["latency_bytes"],
             reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
         script:

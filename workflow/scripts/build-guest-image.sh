@@ -36,7 +36,7 @@ set -euo pipefail
 FORMAT=5                        # bump when the image layout/customisation changes
 SUITE=bookworm
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}   # 2024-01-01T00:00:00Z
-ROOTFS_SIZE=${HPCVIRT_GUEST_ROOTFS_SIZE:-2G}
+ROOTFS_SIZE=${HPCVIRT_GUEST_ROOTFS_SIZE:-3G}
 MIRRORS=(
   "deb http://deb.debian.org/debian $SUITE main"
   "deb http://deb.debian.org/debian $SUITE-updates main"
@@ -47,10 +47,10 @@ PACKAGES=(
   linux-image-cloud-amd64 openssh-server openmpi-bin mpich
   netpipe-openmpi netpipe-mpich2 qperf iproute2 libgfortran5
   systemd-sysv udev kmod initramfs-tools netbase procps
-  lammps quantum-espresso quantum-espresso-data
+  lammps quantum-espresso quantum-espresso-data openfoam openfoam-examples
 )
 # The applications' wrappers and inputs the guests get (relative to the repository).
-APP_FILES=(workflow/scripts/milc-run workflow/scripts/qe-pw workflow/inputs)
+APP_FILES=(workflow/scripts/milc-run workflow/scripts/qe-pw workflow/scripts/openfoam-dambreak workflow/inputs)
 
 print_key=0; force=0
 for a in "$@"; do
@@ -186,6 +186,7 @@ mmdebstrap \
   --aptopt='APT::Install-Suggests "false"' \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+  --dpkgopt='path-include=/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/*' \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \
   --essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d"; echo "MODULES=most" > "$1/etc/initramfs-tools/conf.d/hpcvirt"' \

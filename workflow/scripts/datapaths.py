@@ -1,5 +1,6 @@
-"""Snakemake adapter: the data paths' campaign (the paper's companion campaign,
-config key paper.datapaths_campaign) as Richter et al.'s Table 1 beside ours
+"""Snakemake adapter: the data paths' campaign (config key
+paper.datapaths_campaign: the paper's companion campaign, or the campaign
+`make` measured) as Richter et al.'s Table 1 beside ours
 and a table of what each data path costs (hpcvirt.richter), and the paper's
 macros and tables (hpcvirt.paper.datapaths_tex)."""
 
@@ -29,4 +30,4 @@ with open(snakemake.log[0], "w") as log:
         write_csv(snakemake.output.richter, table)
         write_csv(snakemake.output.paths, paths)
         write_text(snakemake.output.tex, datapaths_tex(table, paths, campaign=snakemake.params.campaign,
-                                                       latency_bytes=latency_bytes))
+                                                       latency_bytes=latency_bytes, own=bool(snakemake.params.own)))

@@ -169,7 +169,14 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
     of = tidy[bench == "openfoam-dambreak"]
     if not of.empty:
         cells = sorted({int(v) for v in of.loc[of["metric"] == "cells", "value"]})
-        big = of[(of["metric"] == "steps") & (of["variant"] == f"{cells[-1]} cells")]["value"]
+        # the steps at the largest mesh, of its longest simulated time ("7800 cells" is 1 s, "7800 cells, 0.5 s")
+        big_runs = of[(of["metric"] == "steps") & of["variant"].astype(str).str.startswith(f"{cells[-1]} cells")]
+        def end_time(v: str) -> float:
+            return float(v.rsplit(", ", 1)[1].removesuffix(" s")) if ", " in v else 1.0
+
+        longest = max(big_runs["variant"].astype(str).unique(), key=end_time)
+        big = big_runs[big_runs["variant"] == longest]["value"]
+        lines.append(macro("hvOpenfoamEndTime", f"{end_time(longest):g}"))
         versions = sorted({str(v) for v in of["suite_version"].dropna() if v}) if "suite_version" in of else []
         lines.append(macro("hvOpenfoamVersion", latex_escape(", ".join(versions) or "unknown")))
         lines.append(macro("hvOpenfoamCells", " and ".join(f"{c:,}".replace(",", "{,}") for c in cells)))
@@ -721,14 +728,27 @@ def _ci_or_dash(r, key: str) -> str:
     return _ci(v, r[key + "_lo"], r[key + "_hi"])
 
 
+def _richter_config(r) -> str:
+    """A row's configuration: testbed and ranks, and its input when it is not the report's mesh."""
+    out = f"{latex_escape(r['testbed'])}, {int(r['ranks'])} rank{'s' if r['ranks'] > 1 else ''}"
+    if "report_variant" in r and pd.notna(r.get("report_variant")) and r["variant"] != r["report_variant"]:
+        out += f" ({latex_escape(str(r['variant']))})"
+    return out
+
+
 def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None, *, campaign: str,
-                  latency_bytes: int = 8) -> str:
+                  latency_bytes: int = 8, own: bool = False) -> str:
     """Macros and tables of the data-path campaign (a companion campaign of
     the paper, config key paper.datapaths_campaign): Richter et al.'s Table 1
     beside ours (``table``: :func:`hpcvirt.richter.richter_table`) and what
     each data path costs (``paths``: :func:`hpcvirt.richter.datapath_table`).
 
-    Macros: ``\\hvDpCampaign``; ``\\hvRichterCells`` (the mesh), ``\\hvRichterRounds``
+    ``own``: the campaign is the paper's own (``make`` sets the key to the
+    campaign it measures), not a companion.
+
+    Macros: ``\\hvDpCampaign``, ``\\hvDpSource`` (which campaign, in words);
+    ``\\hvRichterCells`` (the mesh), ``\\hvRichterSteps`` (the solver's time
+    steps, median over the set-ups), ``\\hvRichterRounds``
     (rounds kept, the first left out), ``\\hvRichterCoverage`` (the CIs' coverage in
     percent); per set-up measured here ``\\hvRichter<Setup>T``/``S``/``E`` (median)
     with Lo/Hi and ``...Testbed``; per data path ``\\hvDp<Testbed>Streams``,
@@ -738,8 +758,14 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
             "\\newif\\ifhvdatapaths\n")
     if table is None:
         return head + "\\hvdatapathsfalse\n"
-    out = [head, "\\hvdatapathstrue\n", macro("hvDpCampaign", latex_escape(campaign))]
+    where = ("this paper's own campaign \\texttt{" + latex_escape(campaign) + "} (the default study, "
+             "\\cmd{config/config.yaml}, which \\cmd{make} measured)" if own else
+             "the paper's second companion campaign \\texttt{" + latex_escape(campaign) + "} "
+             "(\\cmd{config/datapaths.yaml}; config key \\cmd{paper.datapaths\\_campaign})")
+    out = [head, "\\hvdatapathstrue\n", macro("hvDpCampaign", latex_escape(campaign)), macro("hvDpSource", where)]
     mine = table[table["kind"] != "none"] if len(table) else table
+    steps = mine["steps"].median() if "steps" in mine and mine["steps"].notna().any() else None
+    out.append(macro("hvRichterSteps", "--" if steps is None else f"{int(round(steps)):,}".replace(",", "{,}")))
     if len(mine):
         cells = str(mine["variant"].dropna().iloc[0]).split()[0].replace(",", "")
         out += [macro("hvRichterCells", f"{int(cells):,}".replace(",", "{,}") if cells.isdigit() else latex_escape(cells)),
@@ -762,24 +788,28 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
         if r["kind"] == "none":
             rows.append(f"{rep} & \\multicolumn{{4}}{{p{{5.2cm}}}}{{\\emph{{{latex_escape(r['why'])}}}}} \\\\")
         else:
-            rows.append(f"{rep} & {latex_escape(r['testbed'])}, {int(r['ranks'])} rank{'s' if r['ranks'] > 1 else ''} & "
+            rows.append(f"{rep} & {_richter_config(r)} & "
                         f"{_ci_or_dash(r, 't')} & {_ci_or_dash(r, 's')} & {_ci_or_dash(r, 'e')} \\\\")
     extra = table[table["kind"] == "extra"]
     if len(extra):
         rows.append("\\midrule")
         for _, r in extra.iterrows():
-            rows.append(f"\\multicolumn{{5}}{{l}}{{\\emph{{no set-up in the report: {latex_escape(r['path'])}}}}} & "
-                        f"{latex_escape(r['testbed'])}, {int(r['ranks'])} rank{'s' if r['ranks'] > 1 else ''} & "
+            what = ("the serial run of the guests' input" if r["path"] == "this host"
+                    else f"no set-up in the report: {latex_escape(r['path'])}")
+            rows.append(f"\\multicolumn{{5}}{{l}}{{\\emph{{{what}}}}} & {_richter_config(r)} & "
                         f"{_ci_or_dash(r, 't')} & {_ci_or_dash(r, 's')} & {_ci_or_dash(r, 'e')} \\\\")
     out.append(
         "\\newcommand{\\hvRichterTable}{%\n"
         "\\begin{table*}[!tbp]\n\\centering\\scriptsize\n"
         f"\\caption{{\\citet{{richter2015}}'s Table~1 (OpenFOAM damBreak; left: as reported, wall time $T$, "
         f"speed-up $S = T(\\mathrm{{1a}})/T$, efficiency $E = S/n$) beside this host's counterparts (right; "
-        f"campaign \\texttt{{{latex_escape(campaign)}}}): the solver's wall time at the report's mesh size, "
+        f"campaign \\texttt{{{latex_escape(campaign)}}}): the solver's wall time at the report's mesh size "
+        f"(\\hvRichterSteps{{}} time steps; the report: 1\\,s of simulated time in about 1{{,}}000), "
         f"median [CI] over the rounds after the first (left out as the report left out its first run); "
-        f"$S$ paired by round; $n$ the ranks. Two network namespaces stand for two servers, a VXLAN tunnel "
-        f"for Open vSwitch's GRE tunnel, the unlimited link for InfiniBand; there are no guests here. "
+        f"$S$ paired by round with the serial run on this host of the same input; $n$ the ranks. Two network "
+        f"namespaces stand for two servers, a VXLAN tunnel for Open vSwitch's GRE tunnel, the unlimited link for "
+        f"InfiniBand; a QEMU guest of two vCPUs for the KVM guest, on a smaller input (in brackets) when it runs "
+        f"under TCG emulation, whose $T$, $S$ and $E$ then measure the emulator. "
         f"Source: rule \\texttt{{datapaths}}, \\texttt{{hpcvirt.richter}}.}}\n"
         "\\label{tab:richter}\n"
         "\\resizebox{\\textwidth}{!}{%\n"

@@ -23,6 +23,9 @@ Emitted metrics:
 ``steps`` (count)       time steps the solver took to reach the end time
 ``cells`` (count)       cells of the mesh
 
+Rows name the input by their variant: the mesh, and the simulated time when
+it is not the report's 1 s (``7800 cells``, ``7800 cells, 0.5 s``).
+
 ParseError for: launcher/MPI errors, a FOAM FATAL ERROR, a staging step that
 failed, a missing ``end`` (cut or killed), a solver that stopped before the
 end time, and a different rank count, or number of hosts the ranks ran on
@@ -47,6 +50,12 @@ HOST_RE = re.compile(r"^\s*\((\S+) \d+\)", re.M)
 FIELD_RE = re.compile(r"^(hpcvirt-openfoam|cells|ranks|end_time|wall_s|exit|end)(?: (\S+))?\s*$", re.M)
 
 
+def variant(cells: int, end_time: float) -> str:
+    """The input as the rows name it: the mesh, and the simulated time when it is not the report's 1 s
+    ("7800 cells", "2268 cells, 0.05 s")."""
+    return f"{cells} cells" + ("" if abs(end_time - 1) < 1e-9 else f", {end_time:g} s")
+
+
 def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Measurement]:
     text = read_text(path)
     check_no_mpi_error(path, text, ERRORS)
@@ -66,8 +75,11 @@ def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Me
     if not times or times[-1] < end_time * (1 - 1e-6):
         raise ParseError(path, f"the solver stopped at t = {times[-1] if times else 0} s before the end time "
                                f"{end_time} s")
-    if len(execs) != len(times) or len(times) <= warmup_steps:
+    if len(execs) != len(times):
         raise ParseError(path, f"{len(times)} steps and {len(execs)} ExecutionTime lines: the log is incomplete")
+    if len(times) <= warmup_steps:
+        raise ParseError(path, f"only {len(times)} steps: the time per step is measured after the first "
+                               f"{warmup_steps} (a longer end time is needed: end_time_ms)")
     if expected and expected.get("ranks") not in (None, ranks):
         raise ParseError(path, f"the output is from {ranks} ranks, but {expected['ranks']} were launched")
     hosts = HOSTS_RE.search(text)
@@ -79,7 +91,8 @@ def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Me
     extra = {"end_time": fields["end_time"],
              "suite_version": f"OpenFOAM {build.group(1)}" + (f" (patch {build.group(2)})" if build.group(2) else "")
              if build else ""}
-    common = dict(benchmark="openfoam-dambreak", ranks=ranks, variant=f"{cells} cells", verified=True, extra=extra)
+    common = dict(benchmark="openfoam-dambreak", ranks=ranks, variant=variant(cells, end_time), verified=True,
+                  extra=extra)
     return [Measurement(metric="wall_time", unit="s", value=wall, **common),
             Measurement(metric="time_per_step", unit="us", value=per_step, iteration_count=len(times) - warmup_steps,
                         **common),
