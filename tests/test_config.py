@@ -104,6 +104,8 @@ BAD_STUDY = [
                                              "['containers_campaign', 'datapaths_campaign', 'latency_bytes', 'quick_look']"]),
     (lambda c: c["paper"].update(containers_campaign="../x"), ["paper.containers_campaign", "pattern"]),
     (lambda c: c["paper"].update(datapaths_campaign="a b"), ["paper.datapaths_campaign", "pattern"]),
+    (lambda c: c["experiments"]["placement"]["by_kind"]["qemu"].update(repetitions=0),
+     ["experiments.placement.by_kind.qemu.repetitions", "minimum of 1"]),
     # the testbeds an experiment is not run on
     (lambda c: c["experiments"]["openfoam"].update(skip_testbeds=["bridge-vxln"]),
      ["config/config.yaml: experiments.openfoam.skip_testbeds", "['bridge-vxln'] are not testbeds", "allowed",
@@ -301,6 +303,19 @@ def test_an_experiment_is_not_run_on_its_skip_testbeds():
     assert {t for b, t in where if b == "openfoam"} == {"local", "vm", "bridge", "bridge-gbe", "bridge-macvlan",
                                                           "bridge-vxlan", "bridge-vxlan-gbe"}
     assert {t for b, t in where if b == "qperf"} >= {"bridge-macvlan", "bridge-vxlan", "bridge-vxlan-gbe"}
+
+
+def test_the_guests_run_three_rounds_and_are_booted_three_times():
+    """by_kind.qemu.repetitions: every experiment in the guests has three rounds, the rest up to five; the
+    guests boot once per round they have measurements in."""
+    from hpcvirt.matrix import configurations, round_groups, schedule
+
+    out, _ = load_study(copy.deepcopy(STUDY), testbed_dir=ROOT / "config/testbeds")
+    reps = {(c.testbed, c.benchmark): c.settings.get("repetitions", out["repetitions"]) for c in configurations(out)}
+    assert {r for (tb, _), r in reps.items() if tb == "vm"} == {3}
+    assert reps[("local", "netpipe")] == reps[("bridge", "netpipe")] == 5
+    assert max(rep for c, rep in schedule(out) if c.testbed == "vm") == 3
+    assert [rounds for rounds, _ in round_groups(out, "vm")] == [[1, 2, 3]]
 
 
 def test_skip_unoffered_with_nothing_left_to_run_is_an_error():

@@ -56,14 +56,22 @@ def test_summarize_groups_by_configuration_and_size():
 def _study(reps=4):
     """The shipped study with ``reps`` repetitions of every experiment."""
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    for exp in cfg["experiments"].values():
-        exp.pop("repetitions", None)
+    _study_reps_only(cfg)
     study, _ = load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
     return dict(copy.deepcopy(study), repetitions=reps)
 
 
+def _study_reps_only(cfg: dict) -> dict:
+    """Every experiment with the study's repetitions (none of its own, nor per testbed kind)."""
+    for exp in cfg["experiments"].values():
+        exp.pop("repetitions", None)
+        for kind in (exp.get("by_kind") or {}).values():
+            kind.pop("repetitions", None)
+    return cfg
+
+
 def test_experiments_with_fewer_repetitions_join_the_first_rounds_only():
-    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg = _study_reps_only(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     cfg["repetitions"] = 5
     cfg["experiments"]["npb"]["repetitions"] = 2
     study, _ = load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")

@@ -109,8 +109,9 @@ def Mpis(doc="MPI libraries; each runs on the testbeds that offer the benchmark 
 #: The testbed kinds (hpcvirt.testbeds), for per-kind settings.
 KINDS = ("native", "netns-bridge", "qemu")
 BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one kind (`native`, `netns-bridge`, "
-               "`qemu`), e.g. a smaller class or fewer configurations in guests, which run slower (far slower under "
-               "TCG emulation); the raw-output path and every row record the settings a run used.")
+               "`qemu`), e.g. a smaller class, fewer configurations or fewer `repetitions` in guests, which run "
+               "slower (far slower under TCG emulation); the raw-output path and every row record the settings a "
+               "run used, and every summary row its n.")
 TIMEOUT_DOC = ("Wall-clock limit of one measurement of this experiment, in seconds, instead of the study's "
                "`timeout_s`: a run that hangs (e.g. in MPI_Finalize after a complete sweep) is killed sooner, and is "
                "reported with its output path like any other.")
@@ -226,6 +227,7 @@ class Benchmark:
         override = {"type": "object", "additionalProperties": False,
                     "properties": {k: {kk: vv for kk, vv in p.schema().items() if kk != "default"}
                                    for k, p in self.params.items()}}
+        override["properties"]["repetitions"] = dict(s["properties"]["repetitions"])
         s["properties"]["by_kind"] = {"type": "object", "additionalProperties": False, "description": BY_KIND_DOC,
                                       "properties": {kind: override for kind in KINDS}}
         req = [k for k, p in ps.items() if p.required]
