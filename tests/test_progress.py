@@ -90,6 +90,9 @@ def test_share_counts_runs_with_their_overhead_but_not_the_guests_boot(tmp_path,
     # local imb: 8 + 2; vm imb (first in round): 10 + the round's median gap 1; vm npb: 10 + 1
     assert out["by"] == {"local/imb": 10.0, "vm/imb": 11.0, "vm/npb": 11.0}
     assert out["seconds"] == 32.0
+    # <testbed>/<benchmark> patterns: everything in the guests, and imb on this host
+    out = progress.share("c", ["vm/*", "local/imb"])
+    assert out["by"] == {"local/imb": 10.0, "vm/imb": 11.0, "vm/netpipe": 11.0, "vm/npb": 11.0}
 
 
 def test_share_cli_says_whether_the_budget_holds(tmp_path, monkeypatch, capsys):

@@ -20,7 +20,8 @@ Slots are cached per archived campaign in ``.hpcvirt/progress/<campaign>.json``
 (an archive is immutable).
 
 ``python -m hpcvirt.progress share CAMPAIGN BENCHMARK...`` says what some
-benchmarks added to the wall time of the campaign's ``make``: the time from
+benchmarks (or ``<testbed>/<benchmark>`` patterns) added to the wall time of
+the campaign's ``make``: the time from
 the end of the run before each of their runs to its end (job overhead
 included).  The gap before the first run of each testbed and repetition
 is replaced by the testbed's median gap between runs: before a VM round's
@@ -32,6 +33,7 @@ records: add them from the build log.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import statistics
 import sys
@@ -185,8 +187,10 @@ def _records(root: Path) -> list[tuple[datetime, datetime, str]]:
 
 def share(campaign: str, benchmarks: list[str], raw_root: str | Path = RAW_ROOT) -> dict:
     """{"seconds", "run_seconds", "runs", "by": {"<testbed>/<benchmark>": seconds}} that
-    the runs of ``benchmarks`` (benchmark directory names) added to the campaign's
-    timeline; failed runs count too (a rerun is part of the cost)."""
+    the runs of ``benchmarks`` added to the campaign's timeline; failed runs count
+    too (a rerun is part of the cost).  A benchmark is a directory name
+    (``openfoam``: on every testbed) or ``<testbed>/<benchmark>`` with shell
+    wildcards (``bridge-vxlan*/*``: everything on the tunnels)."""
     runs = _records(paths.resolve(raw_root) / campaign)
     if not runs:
         raise ValueError(f"no provenance records under {paths.resolve(raw_root) / campaign}")
@@ -210,7 +214,7 @@ def share(campaign: str, benchmarks: list[str], raw_root: str | Path = RAW_ROOT)
     n = 0
     for i, (start, end, key) in enumerate(runs):
         testbed, bench = key.split("/")[:2]
-        if bench not in benchmarks:
+        if not any(fnmatch.fnmatchcase(f"{testbed}/{bench}", b) if "/" in b else bench == b for b in benchmarks):
             continue
         gap = slot[i]
         if i in first_in_round or gap > PAUSE_S:
@@ -229,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sh = sub.add_parser("share", help="the wall time the runs of some benchmarks added to a campaign")
     sh.add_argument("campaign")
-    sh.add_argument("benchmarks", nargs="+", help="benchmark directory names (e.g. imb osu npb commprof)")
+    sh.add_argument("benchmarks", nargs="+", help="benchmark directory names (e.g. imb osu npb commprof), or "
+                                                  "<testbed>/<benchmark> with wildcards (e.g. 'bridge-vxlan*/*')")
     sh.add_argument("--builds-s", type=float, default=0.0, help="wall time of their builds, added to the total")
     sh.add_argument("--budget-s", type=float, default=None, help="print whether the total is within this budget")
     args = ap.parse_args(argv)
