@@ -764,10 +764,11 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
              "(\\cmd{config/datapaths.yaml}; config key \\cmd{paper.datapaths\\_campaign})")
     out = [head, "\\hvdatapathstrue\n", macro("hvDpCampaign", latex_escape(campaign)), macro("hvDpSource", where)]
     mine = table[table["kind"] != "none"] if len(table) else table
-    steps = mine["steps"].median() if "steps" in mine and mine["steps"].notna().any() else None
+    at_mesh = mine[mine["variant"] == mine["report_variant"]] if "report_variant" in mine else mine
+    steps = at_mesh["steps"].median() if "steps" in at_mesh and at_mesh["steps"].notna().any() else None
     out.append(macro("hvRichterSteps", "--" if steps is None else f"{int(round(steps)):,}".replace(",", "{,}")))
     if len(mine):
-        cells = str(mine["variant"].dropna().iloc[0]).split()[0].replace(",", "")
+        cells = str((at_mesh if len(at_mesh) else mine)["variant"].dropna().iloc[0]).split()[0].replace(",", "")
         out += [macro("hvRichterCells", f"{int(cells):,}".replace(",", "{,}") if cells.isdigit() else latex_escape(cells)),
                 macro("hvRichterRounds", str(int(mine["rounds"].min()))),
                 macro("hvRichterCoverage", fmt(100 * mine["ci_level"].min(), 3))]
