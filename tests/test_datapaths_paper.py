@@ -1,7 +1,7 @@
 """Richter et al.'s Table 1 and the data paths' tables (hpcvirt.richter) from
 tidy rows, the paper's macros and tables (hpcvirt.paper.datapaths_tex), and
-the archived companion campaign config/config.yaml names
-(paper.datapaths_campaign)."""
+the committed campaigns its section reads (config key
+paper.datapaths_campaign: the archive itself, or a data-path companion)."""
 
 from __future__ import annotations
 
@@ -144,18 +144,25 @@ def test_the_data_path_table_reads_each_path():
     assert d.loc["bridge-gbe", "streams"] == pytest.approx(0.95)
 
 
-def _companion() -> str:
-    return yaml.safe_load((ROOT / "config/config.yaml").read_text())["paper"].get("datapaths_campaign") or ""
+CONFIG = yaml.safe_load((ROOT / "config/config.yaml").read_text())
 
 
-@pytest.mark.skipif(not _companion(), reason="config/config.yaml names no data-path campaign")
-def test_the_archived_companion_campaign_is_committed_and_defines_the_sections_macros():
-    name = _companion()
+def _campaigns() -> list[str]:
+    """The campaign the section reads (config key paper.datapaths_campaign: the archive itself, or a companion),
+    and every committed companion campaign of config/datapaths.yaml."""
+    named = CONFIG["paper"].get("datapaths_campaign") or ""
+    return sorted({named} - {""} | {p.name for p in (ROOT / "data/raw").glob("datapaths-*")})
+
+
+@pytest.mark.parametrize("name", _campaigns())
+def test_the_archived_data_path_campaigns_are_committed_and_define_the_sections_macros(name):
     testbeds = {p.parent.name for p in (ROOT / "data/raw" / name).glob("*/testbed.json")}
-    assert testbeds == set(yaml.safe_load((ROOT / "config/datapaths.yaml").read_text())["testbeds"])
+    overlay = "config/config.yaml" if name == CONFIG["campaign"] else "config/datapaths.yaml"
+    assert testbeds == set(yaml.safe_load((ROOT / overlay).read_text())["testbeds"])
     tidy = pd.concat([pd.read_csv(ROOT / "data/results" / name / tb / "tidy.csv", keep_default_na=False,
                                   na_values=[""]) for tb in sorted(testbeds)], ignore_index=True)
-    tex = datapaths_tex(richter_table(tidy, REFERENCE, REASONS), datapath_table(tidy), campaign=name)
+    tex = datapaths_tex(richter_table(tidy, REFERENCE, REASONS), datapath_table(tidy), campaign=name,
+                        own=name == CONFIG["campaign"])
     defined = set(re.findall(r"\\newcommand\{\\(hv\w+)\}", tex))
     section = (ROOT / "paper/sections/datapaths.tex").read_text()
     used = set(re.findall(r"\\(hv(?:Richter|Dp)[A-Za-z]*)", section))
@@ -163,7 +170,7 @@ def test_the_archived_companion_campaign_is_committed_and_defines_the_sections_m
     guards = {g.removesuffix("S") for g in re.findall(r"\\ifdefined\\(hv\w+)", section)}
     assert guards == {"hvRichterTwoA", "hvRichterTwoB"}
     needed = {m for m in used if not any(m.startswith(g) for g in guards)}
-    assert needed and needed <= defined, f"not defined by the archived companion campaign: {sorted(needed - defined)}"
+    assert needed and needed <= defined, f"not defined by campaign {name}: {sorted(needed - defined)}"
 
 
 def test_the_guests_run_their_own_input_and_are_paired_with_this_host_on_it():

@@ -146,7 +146,8 @@ def test_every_redraw_is_a_figure_of_its_study_section_with_the_tcg_warning_wher
         assert block, name
         # the TCG warning exactly where our guests are drawn
         assert ("TCG software emulation" in block.group(1)) == redraw.uses_tcg(d, tidy), name
-        assert redraw.uses_tcg(d, tidy) == (study != "richter2015"), name
+        # every study's redraws show guests, but Richter et al.'s wall times (2a/2b ran a smaller input there)
+        assert redraw.uses_tcg(d, tidy) == (study != "richter2015" or d["name"] != "table1-time"), name
         assert f"make figure FIGURE={name}" in block.group(1)
         status, text = studies.figure_status(study, fig, "data_plot", rmap, available)
         assert status == "redrawn" and f"\\ref{{fig:{name}}}" in text
