@@ -103,3 +103,4 @@ def test_a_run_too_short_for_the_warm_up_is_rejected_with_its_path():
 def test_the_variant_names_the_simulated_time_unless_it_is_the_reports():
     assert openfoam.variant(7800, 1.0) == "7800 cells"
     assert openfoam.variant(7800, 0.5) == "7800 cells, 0.5 s" and openfoam.variant(2268, 0.1) == "2268 cells, 0.1 s"
+    assert [openfoam.end_time_of(openfoam.variant(7800, t)) for t in (1.0, 0.5, 0.1)] == [1.0, 0.5, 0.1]

@@ -32,6 +32,7 @@ import pandas as pd
 
 from . import stats
 from .analysis import datapath_label
+from .benchmarks.openfoam import end_time_of
 
 BENCHMARK = "openfoam-dambreak"
 #: The report's mesh: 7,700 grid points (2-D), 1 s of simulated time in about 1,000 steps.
@@ -105,7 +106,7 @@ def report_cells(tidy: pd.DataFrame) -> str | None:
     per = cells.groupby("variant")["value"].median()
     off = (per - REPORT_CELLS).abs()
     best = off[off == off.min()].index
-    return str(max(best, key=lambda v: (_end_time(v), v)))   # "7800 cells" (1 s) before "7800 cells, 0.5 s"
+    return str(max(best, key=lambda v: (end_time_of(v), v)))   # "7800 cells" (1 s) before "7800 cells, 0.5 s"
 
 
 def _reported(reference: pd.DataFrame) -> dict[str, dict]:
@@ -121,15 +122,6 @@ def _reported(reference: pd.DataFrame) -> dict[str, dict]:
             d[key] = str(r["value"])
         d["n"] = str(r["processes_or_cores"])
     return out
-
-
-def _end_time(variant: str) -> float:
-    """The simulated time an input's variant names (``"7800 cells, 0.5 s"``; none named: the report's 1 s)."""
-    _, sep, end = str(variant).rpartition(", ")
-    try:
-        return float(end.removesuffix(" s")) if sep else 1.0
-    except ValueError:
-        return 1.0
 
 
 def _cells(variant: str) -> float:

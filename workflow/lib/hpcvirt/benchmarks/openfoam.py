@@ -56,6 +56,15 @@ def variant(cells: int, end_time: float) -> str:
     return f"{cells} cells" + ("" if abs(end_time - 1) < 1e-9 else f", {end_time:g} s")
 
 
+def end_time_of(variant: str) -> float:
+    """The simulated time a variant names (:func:`variant`'s inverse; none named: the report's 1 s)."""
+    _, sep, end = str(variant).rpartition(", ")
+    try:
+        return float(end.removesuffix(" s")) if sep else 1.0
+    except ValueError:
+        return 1.0
+
+
 def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Measurement]:
     text = read_text(path)
     check_no_mpi_error(path, text, ERRORS)
