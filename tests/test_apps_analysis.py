@@ -59,3 +59,19 @@ def test_the_ratio_reaches_the_paper_as_macros():
     tex = numbers_tex(summary, tidy)
     assert "\\newcommand{\\hvAppVmMilcVm}{40.0}" in tex
     assert "\\newcommand{\\hvAppVmMilcVmAccel}{TCG}" in tex
+
+
+def test_the_guests_lammps_input_names_its_steps():
+    """LAMMPS' variant names only its atoms: the paper's macro for the guests' input gives the steps too, the
+    iteration count of its loop time (the other applications name theirs in the variant)."""
+    lmp = TIDY.assign(benchmark="lammps", metric="loop_time", variant=TIDY["variant"].map({BIG: "32000 atoms",
+                                                                                           SMALL: "4000 atoms"}))
+    tidy = pd.concat([TIDY, lmp]).reindex(columns=list(COLUMNS)).assign(
+        stack="", placement="", warmup=0, verified=True, image_digest="", spack_lock="", started_at="",
+        raw_path="", suite_version="", source_sha256="")
+    tidy["iteration_count"] = [700 if v == "32000 atoms" else 100 if v == "4000 atoms" else 1
+                               for v in tidy["variant"]]
+    tex = numbers_tex(summarize_tidy(tidy).assign(campaign="c"), tidy)
+    assert "\\newcommand{\\hvAppVmLammpsVmInput}{4000 atoms}" in tex
+    assert "\\newcommand{\\hvAppVmLammpsVmSteps}{100}" in tex
+    assert "hvAppVmMilcVmSteps" not in tex

@@ -295,6 +295,10 @@ def test_an_experiment_is_not_run_on_its_skip_testbeds():
     where = {(c.benchmark, c.testbed) for c in configurations(out)}
     assert {t for b, t in where if b == "openfoam"} == {"local", "vm", "bridge-vxlan", "bridge-vxlan-gbe"}
     assert {t for b, t in where if b == "qperf"} == {"local", "bridge", "vm"}
+    # NetPIPE crosses the data paths but the tunnel over the 1 Gbit/s link (and the 10 Gbit/s link, which
+    # offers only the streams)
+    assert {t for b, t in where if b == "netpipe"} == {"local", "bridge", "bridge-gbe", "bridge-macvlan",
+                                                       "bridge-vxlan", "vm"}
     study = copy.deepcopy(STUDY)
     study["experiments"]["openfoam"]["skip_testbeds"] = []
     study["experiments"]["tcp"].pop("skip_testbeds")

@@ -22,6 +22,14 @@
 #   workflow/inputs/...): commands in the guests run from /opt/hpcvirt, so a
 #   testbed entry names them as it does on the host.
 #   .complete             written last; its presence means the cache entry is usable
+#   Between guests (mpirun's and mpiexec's ssh from the first guest to the
+#   other) ssh uses the curve25519 key exchange instead of OpenSSH 9's default
+#   post-quantum hybrid, and one multiplexed connection per guest pair that
+#   stays open until the guests stop (ControlMaster/ControlPersist): under
+#   TCG emulation the default exchange cost about 2.9 s per connection, the
+#   curve25519 one 1.8 s, and a launch over an open connection 2.3 s instead
+#   of 4.1-4.7 s for `mpirun -np 2 --host g0,g1 hostname` (MPI's own traffic
+#   does not go through ssh: only the start of the ranks is faster).
 # The last line printed on stdout is the output directory.
 #
 # <key> is the first 16 hex digits of sha256(packages.txt + build parameters
@@ -208,7 +216,7 @@ mmdebstrap \
   --customize-hook='mkdir -p -m 0700 "$1/root/.ssh"' \
   --customize-hook="install -m 0600 $tmp/ssh/id_ed25519.pub \"\$1/root/.ssh/authorized_keys\"" \
   --customize-hook="install -m 0600 $tmp/ssh/id_ed25519 \"\$1/root/.ssh/id_ed25519\"" \
-  --customize-hook='printf "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  BatchMode yes\n" > "$1/root/.ssh/config"; chmod 600 "$1/root/.ssh/config"' \
+  --customize-hook='printf "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  BatchMode yes\n  KexAlgorithms curve25519-sha256\n  ControlMaster auto\n  ControlPath /run/hpcvirt-ssh-%%C\n  ControlPersist yes\n" > "$1/root/.ssh/config"; chmod 600 "$1/root/.ssh/config"' \
   --customize-hook='printf "OMPI_ALLOW_RUN_AS_ROOT=1\nOMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n" >> "$1/etc/environment"' \
   --customize-hook='chroot "$1" passwd -l root >/dev/null' \
   --customize-hook="chroot \"\$1\" dpkg-query -W -f='\${Package}=\${Version}\n' > $tmp/dpkg.txt" \

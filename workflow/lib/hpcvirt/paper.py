@@ -191,6 +191,11 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         lines.append(macro(f"{k}Lo", fmt(r["ratio_lo"])))
         lines.append(macro(f"{k}Hi", fmt(r["ratio_hi"])))
         lines.append(macro(f"{k}Input", latex_escape(str(r["variant"]))))
+        # LAMMPS' variant names its atoms; its steps are the iteration count of its loop time
+        loop = tidy[(bench == r["benchmark"]) & (tidy["testbed"] == r["testbed"]) & (tidy["variant"] == r["variant"])
+                    & (tidy["metric"] == "loop_time")]["iteration_count"].dropna()
+        if loop.nunique() == 1:
+            lines.append(macro(f"{k}Steps", str(int(loop.iloc[0]))))
         lines.append(macro(f"{k}Accel", latex_escape(r["accelerator"])))
     if "link" in tidy:
         for tb, lk in sorted(set(zip(tidy["testbed"], tidy["link"].fillna("")))):
