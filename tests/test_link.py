@@ -249,6 +249,7 @@ def test_data_path_settings_are_checked_and_named(tmp_path):
     assert link.label({"path": "vxlan", "rate": "1gbit"}) == "vxlan, rate 1gbit"
     assert link.label({"path": "bridge"}) == ""
     assert link.needed({"path": "macvlan", "rate": "1gbit"}) == ["tbf", "macvlan"]
+    assert link.needed({"path": "macvtap"}) == ["macvtap"] and link.label({"path": "macvtap"}) == "macvtap"
     assert link.tunnel_argv("gretap", "h0", "eth0", "ul0", "198.19.254.1", ["198.19.254.2"]) == [
         ["ip", "-n", "h0", "link", "add", "eth0", "type", "gretap", "local", "198.19.254.1", "remote", "198.19.254.2"]]
     for base in ("vm", "bridge"):
@@ -259,7 +260,12 @@ def test_data_path_settings_are_checked_and_named(tmp_path):
                       "network.delay_us: macvlan has no switch port for a delay"),
            "c.yaml": ({"extends": "bridge", "network": {"underlay": "198.19.3.0/24"}},
                       "network.underlay: the underlay of a tunnel"),
-           "d.yaml": ({"extends": "bridge", "network": {"path": "tunnel"}}, "network.path")}
+           "d.yaml": ({"extends": "bridge", "network": {"path": "tunnel"}}, "network.path"),
+           "e.yaml": ({"extends": "bridge", "network": {"path": "macvtap"}},
+                      "network.path: 'macvtap' is a data path of qemu testbeds (this testbed is 'netns-bridge'); "
+                      "allowed here: bridge, vxlan, gretap, macvlan"),
+           "f.yaml": ({"extends": "vm", "network": {"path": "macvtap", "delay_us": 5}},
+                      "network.delay_us: macvtap has no switch port for a delay")}
     for name, (doc, message) in bad.items():
         (tmp_path / name).write_text(yaml.safe_dump({"name": name[:-5], **doc}))
         with pytest.raises(ConfigError, match=re.escape(message)):

@@ -293,6 +293,50 @@ def test_a_killed_command_leaves_its_process_in_the_guest_until_kill_strays(clus
         cluster.kill_strays(("x; reboot",))
 
 
+def _bytes(ns: str, dev: str) -> tuple[int, int]:
+    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev], capture_output=True, text=True,
+                         timeout=10, check=True).stdout
+    stats = __import__("json").loads(out)[0]["stats64"]
+    return stats["rx"]["bytes"], stats["tx"]["bytes"]
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_guests_on_the_direct_path_macvtap(image):
+    """network.path macvtap: no bridge in the namespace; each guest's NIC is a macvtap of one lower device,
+    and MPI's bytes between the guests cross both macvtaps (their counters), the rate limit at each guest's
+    egress; nothing is left, the macvtaps' device nodes included."""
+    from hpcvirt import link
+
+    if link.probe("macvtap"):
+        pytest.skip(f"this kernel has no macvtap: {link.probe('macvtap')}")
+    tag = _tag()
+    try:
+        with QemuCluster(tag, guests=2, image=image, subnet="198.18.9.0/24", path="macvtap", rate="10gbit") as c:
+            n = names(tag)
+            assert c.info["link"] == "macvtap, rate 10gbit"
+            show = lambda *a: subprocess.run(["ip", "-n", c.ns, *a], capture_output=True, text=True,  # noqa: E731
+                                             timeout=10, check=True).stdout
+            assert show("link", "show", "type", "bridge").strip() == ""          # no software switch
+            for tap in n["taps"]:
+                assert "macvtap mode bridge" in show("-d", "link", "show", "dev", tap)
+                qd = subprocess.run(["tc", "-n", c.ns, "qdisc", "show", "dev", tap], capture_output=True,
+                                    text=True, timeout=10).stdout
+                assert "qdisc tbf" in qd and "rate 10Gbit" in qd, qd
+            assert len(list(c.run_dir.glob("*.tapdev"))) == 2
+            before = {t: _bytes(c.ns, t) for t in n["taps"]}
+            _run_mpi(c, "openmpi", ["NPopenmpi", "-l", "1", "-u", str(2**20), "-p", "0", "-o", "/root/np.out"],
+                     timeout=300)
+            rows = [r.split() for r in c.run(0, "cat /root/np.out", timeout=30).stdout.splitlines() if r.strip()]
+            assert rows and int(float(rows[-1][0])) == 2**20
+            sent = sum(int(float(r[0])) for r in rows)
+            moved = {t: sum(_bytes(c.ns, t)) - sum(before[t]) for t in n["taps"]}
+            assert all(m >= 2 * sent for m in moved.values()), (moved, sent)   # each way through each macvtap
+        assert _leftovers(tag) == [] and not list(names(tag)["run_dir"].glob("*.tapdev"))
+    finally:
+        _forget(tag)
+
+
 @pytest.mark.vm
 @needs_qemu
 def test_killed_guest_fails_cleanly(image):

@@ -23,6 +23,7 @@ from hpcvirt.paper import streams_tex
     ("netns-bridge", "vxlan, rate 1gbit", "VXLAN tunnel, 1 Gbit/s"),
     ("netns-bridge", "gretap", "GRE tunnel"),
     ("qemu-tcg", "rate 10gbit", "guests, 10 Gbit/s"),
+    ("qemu-kvm", "macvtap", "guests, direct (macvtap)"),
 ])
 def test_datapath_labels(virt, link, label):
     assert datapath_label(virt, link) == label

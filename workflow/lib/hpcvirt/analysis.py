@@ -530,13 +530,15 @@ DATAPATH_ORDER = ("loopback", "bridge", "direct (macvlan)", "VXLAN tunnel", "GRE
 
 def datapath_label(virtualization, link) -> str:
     """``loopback`` (one namespace, no network), ``bridge``, ``direct
-    (macvlan)``, ``VXLAN tunnel``, each with ``, <rate>`` when the link is
-    limited (``bridge, 1 Gbit/s``)."""
+    (macvlan)``, ``VXLAN tunnel``, ``guests`` (bridged), ``guests, direct
+    (macvtap)``, each with ``, <rate>`` when the link is limited (``bridge,
+    1 Gbit/s``)."""
     v, link = str(virtualization), (link if isinstance(link, str) else "")
     if v.startswith("none"):
         return "loopback"
     parts = [p.strip() for p in link.split(",") if p.strip()]
-    path = {"macvlan": "direct (macvlan)", "vxlan": "VXLAN tunnel", "gretap": "GRE tunnel"}
+    path = {"macvlan": "direct (macvlan)", "vxlan": "VXLAN tunnel", "gretap": "GRE tunnel",
+            "macvtap": "guests, direct (macvtap)"}
     where = next((path[p] for p in parts if p in path), "guests" if v.startswith("qemu") else "bridge")
     rates = [p.replace("rate ", "").replace("gbit", " Gbit/s").replace("mbit", " Mbit/s")
              for p in parts if p.startswith("rate ")]

@@ -170,16 +170,18 @@ def _check_testbed(tb: dict, path: Path) -> None:
         raise ConfigError(f"{path}: network.{shaped[0]}: a link setting of the two-host kinds netns-bridge and qemu "
                           f"(this testbed is {tb['kind']!r})")
     net = tb.get("network", {})
-    if net.get("path", "bridge") != "bridge" and tb["kind"] != "netns-bridge":
-        raise ConfigError(f"{path}: network.path: {net['path']!r} is a data path of netns-bridge testbeds "
-                          f"(this testbed is {tb['kind']!r}); allowed here: bridge")
+    allowed_paths = {"netns-bridge": link.PATHS, "qemu": link.GUEST_PATHS}.get(tb["kind"], ("bridge",))
+    if net.get("path", "bridge") not in allowed_paths:
+        owner = "netns-bridge" if net["path"] in link.PATHS else "qemu"
+        raise ConfigError(f"{path}: network.path: {net['path']!r} is a data path of {owner} testbeds "
+                          f"(this testbed is {tb['kind']!r}); allowed here: {', '.join(allowed_paths)}")
     if "underlay" in net and net.get("path") not in link.TUNNELS:
         raise ConfigError(f"{path}: network.underlay: the underlay of a tunnel (network.path "
                           f"{' or '.join(link.TUNNELS)}), not of {net.get('path', 'bridge')!r}")
     if net.get("path") == "gretap" and tb["nodes"] != 2:
         raise ConfigError(f"{path}: network.path: a gretap tunnel joins two hosts, not nodes: {tb['nodes']}")
-    if net.get("path") == "macvlan" and net.get("delay_us"):
-        raise ConfigError(f"{path}: network.delay_us: macvlan has no switch port for a delay (allowed: rate)")
+    if net.get("path") in ("macvlan", "macvtap") and net.get("delay_us"):
+        raise ConfigError(f"{path}: network.delay_us: {net['path']} has no switch port for a delay (allowed: rate)")
     runtime = tb["runtime"]
     if runtime["kind"] != "none" and "image" not in runtime:
         raise ConfigError(f"{path}: runtime.image: required when runtime.kind is {runtime['kind']!r}")

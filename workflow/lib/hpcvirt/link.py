@@ -30,6 +30,13 @@ guest passes them, in both directions of a ping-pong:
   sits at each host's egress.  Kernel options CONFIG_VXLAN, CONFIG_NET_IPGRE
   (gretap), CONFIG_MACVLAN; GRE is missing from some kernels: :func:`check`
   says so before any job runs.
+* ``path`` (qemu testbeds): ``bridge`` (default): each guest's tap is a
+  port of a Linux bridge (bridged VMs).  ``macvtap``: a direct path that
+  bypasses the software switch (the guests' stand-in for SR-IOV/PCI
+  passthrough): each guest's NIC is backed by a macvtap (bridge mode) of one
+  lower device, so frames between guests are switched by the lower device's
+  macvlan port table, never by a bridge; a rate limit sits at each guest's
+  egress (the macvtap).  Kernel option CONFIG_MACVTAP.
 
 The qdiscs live on interfaces of the testbed's namespaces and go with them
 at teardown.  :func:`check` probes the running kernel in a throw-away network
@@ -45,6 +52,8 @@ import subprocess
 
 #: Data paths of a netns-bridge testbed (``network.path``).
 PATHS = ("bridge", "vxlan", "gretap", "macvlan")
+#: Data paths of a qemu testbed (``network.path``).
+GUEST_PATHS = ("bridge", "macvtap")
 TUNNELS = ("vxlan", "gretap")
 #: Bytes a tunnel adds to each frame (outer IPv4 + UDP + VXLAN + Ethernet; IPv4 + GRE + Ethernet).
 OVERHEAD = {"vxlan": 50, "gretap": 38}
@@ -53,7 +62,7 @@ UNDERLAY_IFACE = "ul0"
 VXLAN_ID, VXLAN_PORT = 42, 4789
 RATE_RE = re.compile(r"^([1-9][0-9]{0,4})(mbit|gbit)$")
 KERNEL_OPTION = {"tbf": "CONFIG_NET_SCH_TBF", "netem": "CONFIG_NET_SCH_NETEM", "vxlan": "CONFIG_VXLAN",
-                 "gretap": "CONFIG_NET_IPGRE", "macvlan": "CONFIG_MACVLAN"}
+                 "gretap": "CONFIG_NET_IPGRE", "macvlan": "CONFIG_MACVLAN", "macvtap": "CONFIG_MACVTAP"}
 # Up to this rate the token bucket also paces a peak rate (measured here: a 1 MiB ping-pong over a
 # 1 Gbit/s link takes 8.8 ms, 8.4 ms on the wire; at 10 Gbit/s the peak rate no longer holds).
 PEAKRATE_MAX = 2 * 10**9
@@ -134,14 +143,15 @@ def probe(kind: str, timeout: float = 20) -> str | None:
             "netem": ["netem", "delay", "100us"],
             "vxlan": ["type", "vxlan", "id", "1", "dstport", str(VXLAN_PORT), "dev", "hvpa"],
             "gretap": ["type", "gretap", "local", "198.19.254.1", "remote", "198.19.254.2"],
-            "macvlan": ["link", "hvpa", "type", "macvlan", "mode", "bridge"]}[kind]
+            "macvlan": ["link", "hvpa", "type", "macvlan", "mode", "bridge"],
+            "macvtap": ["link", "hvpa", "type", "macvtap", "mode", "bridge"]}[kind]
     run = lambda *a: subprocess.run(list(a), capture_output=True, text=True, timeout=timeout)  # noqa: E731
     try:
         made = run("ip", "netns", "add", ns)
         if made.returncode:
             return f"cannot create a network namespace to probe the kernel: {made.stderr.strip()}"
         run("ip", "-n", ns, "link", "add", "hvpa", "type", "veth", "peer", "name", "hvpb")
-        if kind in PATHS:
+        if kind in PATHS + GUEST_PATHS:
             r = run("ip", "-n", ns, "link", "add", "hvpc", *args)
         else:
             r = run("tc", "-n", ns, "qdisc", "add", "dev", "hvpa", "root", *args)
@@ -161,11 +171,11 @@ def check(network: dict | None, where: str) -> None:
             # no namespaces or no iproute2 here (e.g. redrawing figures without root rights): the
             # testbed itself cannot be built either, and its job says so; this is no kernel verdict
             continue
-        if why and kind in PATHS:
-            other = [p for p in PATHS if p not in ("bridge", kind)]
+        if why and kind in PATHS + GUEST_PATHS:
+            other = [p for p in (GUEST_PATHS if kind in GUEST_PATHS else PATHS) if p not in ("bridge", kind)]
             raise LinkError(f"{where}: network.path {kind} needs the kernel's {kind} devices ({KERNEL_OPTION[kind]}), "
                             f"which this host does not provide: ip said {why!r}. Use a kernel with "
-                            f"{KERNEL_OPTION[kind]}, or another path ({', '.join(other)}, or bridge).")
+                            f"{KERNEL_OPTION[kind]}, or another path ({', '.join([*other, 'bridge'])}).")
         if why:
             setting = "network.delay_us" if kind == "netem" else "network.rate"
             raise LinkError(f"{where}: {setting} needs the kernel's {kind} qdisc ({KERNEL_OPTION[kind]}), which "

@@ -322,7 +322,8 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
     with QemuCluster(bed_tag(study["campaign"], tb["name"], rep), guests=tb["nodes"], vcpus=vm.get("vcpus", 1),
                      memory_mb=vm.get("memory_mb", 1024), accel=vm.get("accel", "auto"),
                      boot_timeout_s=vm.get("boot_timeout_s", 240), subnet=net.get("subnet", "198.18.1.0/24"),
-                     mtu=net.get("mtu", 1500), rate=net.get("rate"), delay_us=net.get("delay_us")) as cluster:
+                     mtu=net.get("mtu", 1500), rate=net.get("rate"), delay_us=net.get("delay_us"),
+                     path=net.get("path", "bridge")) as cluster:
         print(f"guests up ({cluster.accel}): {', '.join(cluster.guests)}", file=sys.stderr)
         for i, (c, raw, prov) in enumerate(pending, 1):
             line = f"[{i}/{len(pending)}] {c.benchmark}/{c.params} rep {rep}"

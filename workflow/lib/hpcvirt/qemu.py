@@ -7,6 +7,20 @@ Layout for ``QemuCluster("ab1", guests=2)``::
         +- hvab1t0 (tap) -- qemu guest g0, virtio-net, 198.18.1.1
         +- hvab1t1 (tap) -- qemu guest g1, virtio-net, 198.18.1.2
 
+With ``path="macvtap"`` (a direct path that bypasses the software switch,
+:mod:`hpcvirt.link`) there is no bridge::
+
+    netns hv-ab1-vm
+      hvab1lo (veth, the lower device; its peer hvab1lp idles)
+        +- hvab1br 198.18.1.254/24 (macvlan, bridge mode; the ssh client side)
+        +- hvab1t0 (macvtap, bridge mode, the guest's MAC) -- /dev node -- qemu guest g0
+        +- hvab1t1 (macvtap, bridge mode, the guest's MAC) -- /dev node -- qemu guest g1
+
+qemu gets each macvtap's character device as an open file descriptor (a
+node made in the run directory from the device's major:minor in the
+namespace's sysfs, since /dev names it by an interface index that is only
+unique per namespace).
+
 Guests boot the image of ``workflow/scripts/build-guest-image.sh`` (kernel
 and initrd passed with ``-kernel/-initrd``, root disk through a per-guest
 qcow2 overlay, so the cached base image is never written).  The address and
@@ -21,7 +35,7 @@ seconds) really works; otherwise TCG.  The choice is in ``cluster.accel``
 and ``cluster.info`` (record it: under TCG the numbers measure the emulator).
 
 Teardown (qemu processes, anything else inside the namespace, taps, bridge,
-namespace, overlays) runs on normal exit, exceptions, boot timeouts,
+macvtaps and their device nodes, namespace, overlays) runs on normal exit, exceptions, boot timeouts,
 SIGTERM and SIGINT; :func:`cleanup` removes what a SIGKILLed run left.
 A guest that dies while a command runs (:meth:`Cluster.run`) aborts the
 command at once with :class:`GuestDied` naming the guest and showing its
@@ -36,6 +50,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 import time
@@ -94,6 +109,7 @@ def names(tag: str, guests: int = 2) -> dict:
         "ns": f"hv-{tag}-vm",
         "bridge": f"hv{tag}br",
         "taps": [f"hv{tag}t{i}" for i in range(guests)],
+        "lower": f"hv{tag}lo", "lower_peer": f"hv{tag}lp",      # path macvtap
         "guests": [f"g{i}" for i in range(guests)],
         "run_dir": paths.workdir() / "run" / f"qemu-{tag}",
     }
@@ -121,7 +137,9 @@ def kernel_cmdline(name: str, addr: str, prefixlen: int, hosts: dict[str, str],
 
 def qemu_argv(*, accel: str, vcpus: int, memory_mb: int, kernel: Path, initrd: Path,
               disk: Path, append: str, tap: str, mac: str, serial_log: Path,
-              pidfile: Path) -> list[str]:
+              pidfile: Path, tap_fd: int | None = None) -> list[str]:
+    """qemu's command line; the NIC is the tap ``tap`` or, with ``tap_fd``, the
+    open character device of a macvtap."""
     if accel == "kvm":
         accel_args = ["-accel", "kvm", "-cpu", "host"]
     elif accel == "tcg":
@@ -133,7 +151,8 @@ def qemu_argv(*, accel: str, vcpus: int, memory_mb: int, kernel: Path, initrd: P
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-kernel", str(kernel), "-initrd", str(initrd), "-append", append,
         "-drive", f"file={disk},if=virtio,format=qcow2,cache=unsafe",
-        "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
+        "-netdev", (f"tap,id=n0,fd={tap_fd}" if tap_fd is not None
+                    else f"tap,id=n0,ifname={tap},script=no,downscript=no"),
         "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
         "-serial", f"file:{serial_log}", "-pidfile", str(pidfile),
     ]
@@ -237,7 +256,7 @@ def cleanup(tag: str) -> list[str]:
         delete_netns(n["ns"])
         removed.append(n["ns"])
     if run_dir.is_dir():
-        for f in list(run_dir.glob("*.qcow2")) + list(run_dir.glob("*.pid")):
+        for f in list(run_dir.glob("*.qcow2")) + list(run_dir.glob("*.pid")) + list(run_dir.glob("*.tapdev")):
             with contextlib.suppress(OSError):
                 f.unlink()
     return removed
@@ -350,8 +369,13 @@ class QemuCluster(GuardedTestbed):
     def __init__(self, tag: str, guests: int = 2, vcpus: int = 1, memory_mb: int = 1024,
                  accel: str = "auto", boot_timeout_s: float = 240,
                  subnet: str = DEFAULT_SUBNET, mtu: int = 1500, image: Path | None = None,
-                 rate: str | None = None, delay_us: int | None = None):
+                 rate: str | None = None, delay_us: int | None = None, path: str = "bridge"):
         self.link = {"rate": rate, "delay_us": delay_us}   # hpcvirt.link: qdiscs on the taps
+        if path not in link.GUEST_PATHS:
+            raise ValueError(f"path must be one of {', '.join(link.GUEST_PATHS)}, got {path!r}")
+        if path == "macvtap" and delay_us:
+            raise ValueError("a macvtap has no switch port for a delay (allowed: rate)")
+        self.path = path
         if accel not in ("auto", "kvm", "tcg"):
             raise ValueError(f"accel must be auto, kvm or tcg, got {accel!r}")
         self.n = names(tag, guests)
@@ -398,7 +422,16 @@ class QemuCluster(GuardedTestbed):
         ip = lambda *a: run(["ip", *a], timeout=30)  # noqa: E731
         ip("netns", "add", ns)
         ip("-n", ns, "link", "set", "lo", "up")
-        ip("-n", ns, "link", "add", n["bridge"], "mtu", str(self.mtu), "type", "bridge")
+        if self.path == "macvtap":
+            # the lower device of the guests' macvtaps and of the namespace's own port (a veth end: no
+            # bridge anywhere); macvlan ports in bridge mode on one lower device reach each other
+            ip("-n", ns, "link", "add", n["lower"], "mtu", str(self.mtu), "type", "veth", "peer", "name",
+               n["lower_peer"], "mtu", str(self.mtu))
+            ip("-n", ns, "link", "set", n["lower_peer"], "up")
+            ip("-n", ns, "link", "set", n["lower"], "up")
+            ip("-n", ns, "link", "add", n["bridge"], "link", n["lower"], "type", "macvlan", "mode", "bridge")
+        else:
+            ip("-n", ns, "link", "add", n["bridge"], "mtu", str(self.mtu), "type", "bridge")
         ip("-n", ns, "addr", "add", f"{self.bridge_addr}/{self.net.prefixlen}", "dev", n["bridge"])
         ip("-n", ns, "link", "set", n["bridge"], "up")
         hosts = dict(zip(n["guests"], self.addresses))
@@ -409,8 +442,14 @@ class QemuCluster(GuardedTestbed):
                           serial_logs=serials, procs=procs)
         self.cluster = cluster            # from here on teardown knows the processes
         for i, (g, tap) in enumerate(zip(n["guests"], n["taps"])):
-            ip("-n", ns, "tuntap", "add", "dev", tap, "mode", "tap")
-            ip("-n", ns, "link", "set", tap, "mtu", str(self.mtu), "master", n["bridge"], "up")
+            tap_fd = None
+            if self.path == "macvtap":
+                ip("-n", ns, "link", "add", tap, "link", n["lower"], "type", "macvtap", "mode", "bridge")
+                ip("-n", ns, "link", "set", tap, "address", guest_mac(self.tag, i), "mtu", str(self.mtu), "up")
+                tap_fd = os.open(self._macvtap_node(tap, run_dir / f"{g}.tapdev"), os.O_RDWR)
+            else:
+                ip("-n", ns, "tuntap", "add", "dev", tap, "mode", "tap")
+                ip("-n", ns, "link", "set", tap, "mtu", str(self.mtu), "master", n["bridge"], "up")
             for argv in link.qdisc_argv(ns, tap, **self.link):
                 run(argv, timeout=30)
             overlay = run_dir / f"{g}.qcow2"
@@ -424,18 +463,24 @@ class QemuCluster(GuardedTestbed):
                              disk=overlay, tap=tap, mac=guest_mac(self.tag, i),
                              append=kernel_cmdline(g, self.addresses[i], self.net.prefixlen,
                                                    hosts, self.mtu),
-                             serial_log=serial, pidfile=run_dir / f"{g}.pid")
+                             serial_log=serial, pidfile=run_dir / f"{g}.pid", tap_fd=tap_fd)
             # ip netns exec execs qemu directly: Popen.pid is qemu's pid.
             # New session: a terminal's Ctrl-C reaches only us; we stop qemu.
-            with open(run_dir / f"{g}.qemu.log", "w") as qlog:
-                procs.append(subprocess.Popen(
-                    ["ip", "netns", "exec", ns, *argv], stdin=subprocess.DEVNULL,
-                    stdout=qlog, stderr=subprocess.STDOUT, start_new_session=True))
+            try:
+                with open(run_dir / f"{g}.qemu.log", "w") as qlog:
+                    procs.append(subprocess.Popen(
+                        ["ip", "netns", "exec", ns, *argv], stdin=subprocess.DEVNULL,
+                        stdout=qlog, stderr=subprocess.STDOUT, start_new_session=True,
+                        pass_fds=() if tap_fd is None else (tap_fd,)))
+            finally:
+                if tap_fd is not None:
+                    os.close(tap_fd)
         boot = self._wait_ssh(cluster, time.monotonic())
         cluster.info = {
             "testbed": "qemu", "accel": accel, "accel_reason": accel_note,
             "accel_requested": self.accel_req, "guests": self.nguests, "vcpus": self.vcpus,
-            "memory_mb": self.memory_mb, "subnet": str(self.net), "mtu": self.mtu, "link": link.label(self.link),
+            "memory_mb": self.memory_mb, "subnet": str(self.net), "mtu": self.mtu,
+            "link": link.label({**self.link, "path": self.path}),
             "image": str(image), "image_key": image.name,
             "qemu_version": run([QEMU, "--version"], timeout=10).stdout.splitlines()[0],
             "boot_to_ssh_s": boot, "setup_s": round(time.monotonic() - t0, 1),
@@ -443,6 +488,21 @@ class QemuCluster(GuardedTestbed):
         with contextlib.suppress(OSError):
             cluster.info["image_build"] = json.loads((image / "build.json").read_text())
         return cluster
+
+    def _macvtap_node(self, dev: str, node: Path) -> Path:
+        """A character device node at ``node`` for macvtap ``dev`` of the namespace."""
+        sysfs = f"/sys/class/net/{dev}"
+        cp = run(["ip", "netns", "exec", self.n["ns"], "sh", "-c",
+                  f'cat {sysfs}/macvtap/tap"$(cat {sysfs}/ifindex)"/dev'], timeout=30)
+        major, minor = (int(x) for x in cp.stdout.strip().split(":"))
+        node.unlink(missing_ok=True)
+        try:
+            os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(major, minor))
+        except OSError as exc:
+            raise TestbedError(f"cannot make the device node {node} of macvtap {dev} ({major}:{minor}): {exc}; "
+                               "the run directory must be on a file system that allows device nodes "
+                               "(not mounted nodev)") from None
+        return node
 
     def _wait_ssh(self, c: Cluster, t_start: float) -> dict[str, float]:
         deadline = t_start + self.boot_timeout_s
