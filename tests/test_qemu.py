@@ -293,13 +293,6 @@ def test_a_killed_command_leaves_its_process_in_the_guest_until_kill_strays(clus
         cluster.kill_strays(("x; reboot",))
 
 
-def _bytes(ns: str, dev: str) -> tuple[int, int]:
-    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev], capture_output=True, text=True,
-                         timeout=10, check=True).stdout
-    stats = __import__("json").loads(out)[0]["stats64"]
-    return stats["rx"]["bytes"], stats["tx"]["bytes"]
-
-
 @pytest.mark.vm
 @needs_qemu
 def test_guests_on_the_direct_path_macvtap(image):
@@ -307,6 +300,9 @@ def test_guests_on_the_direct_path_macvtap(image):
     and MPI's bytes between the guests cross both macvtaps (their counters), the rate limit at each guest's
     egress; nothing is left, the macvtaps' device nodes included."""
     from hpcvirt import link
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_link import _bytes        # (rx, tx) bytes of an interface in a namespace
 
     if link.probe("macvtap"):
         pytest.skip(f"this kernel has no macvtap: {link.probe('macvtap')}")
