@@ -175,9 +175,9 @@ def _version_line(cmd: str) -> str:
 
 
 def _mpi_version(mpi: str) -> str:
-    from .stack import mpi_identity
+    from .provenance import mpi_identity     # kept between jobs (it is asked for every measurement)
 
-    return mpi_identity((), mpi).get("version") or "unknown"
+    return mpi_identity(mpi).get("version") or "unknown"
 
 
 def toolchain(mpi: str, recipe: Recipe) -> dict:

@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 from . import paths
+from .atomic import write_json
 from .benchmarks import REGISTRY
 from .stack import mpi_identity as _mpi_identity
 
@@ -156,10 +157,49 @@ def package_versions(packages: tuple[str, ...] = STACK_PACKAGES) -> dict:
     return versions
 
 
+#: The tool each MPI names itself with (:func:`hpcvirt.stack.mpi_identity`).
+IDENTITY_TOOL = {"openmpi": "ompi_info", "mpich": "mpichversion"}
+
+
+def _tool_stamp(mpi: str) -> dict | None:
+    """Which identity tool ``PATH`` gives for ``mpi``, and its inode, size and
+    modification time (an upgrade or another installation changes them)."""
+    tool = shutil.which(IDENTITY_TOOL.get(mpi, ""))
+    if not tool:
+        return None
+    real = Path(tool).resolve()
+    try:
+        st = real.stat()
+    except OSError:
+        return None
+    return {"tool": str(real), "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
 @functools.lru_cache(maxsize=4)
 def mpi_identity(mpi: str) -> dict:
-    """Name and version of a host MPI library, from its own tools (:func:`hpcvirt.stack.mpi_identity`)."""
-    return _mpi_identity((), mpi, timeout=20)
+    """Name and version of a host MPI library, from its own tools
+    (:func:`hpcvirt.stack.mpi_identity`).  ``ompi_info`` takes about 0.25 s,
+    which every measurement job paid twice (its build's key and its record):
+    the answer is kept in ``<workdir>/mpi-identity/<mpi>.json`` together with
+    the identity tool's path, inode, size and modification time, and asked
+    again when any of them changes (an upgraded or another MPI on ``PATH``).
+    An identity from the Debian package (no tool found) is not kept."""
+    stamp = _tool_stamp(mpi)
+    cache = paths.workdir() / "mpi-identity" / f"{mpi}.json"
+    if stamp is not None:
+        try:
+            kept = json.loads(cache.read_text())
+            if kept.get("stamp") == stamp and isinstance(kept.get("identity"), dict):
+                return kept["identity"]
+        except (OSError, ValueError):
+            pass
+    ident = _mpi_identity((), mpi, timeout=20)
+    if stamp is not None and ident.get("version") and stamp == _tool_stamp(mpi):
+        try:
+            write_json(cache, {"stamp": stamp, "identity": ident})
+        except OSError:
+            pass        # a read-only work directory: asked again next time
+    return ident
 
 
 def host_facts() -> dict:
