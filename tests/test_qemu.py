@@ -117,6 +117,17 @@ def test_cluster_exec_prefix_and_mpi_argv(tmp_path):
         c.exec_prefix("g7")
 
 
+def test_ranks_in_guests_bind_themselves_when_the_testbed_asks(tmp_path):
+    """vm.bind_ranks: each rank starts under taskset on its local rank's vCPU (between the launcher's options
+    and the rank-0 output wrapper); without the key the ranks are left to the guest's scheduler."""
+    c = _fake_cluster(tmp_path)
+    bound = kind(VM, c).mpi_launcher("openmpi", ["g0", "g1"], "net")[-1]
+    assert VM["vm"]["bind_ranks"] is True and "--bind-to none" in bound
+    assert "exec taskset -c $((l % $(nproc)))" in bound and bound.rstrip().endswith("bind-local-rank")
+    unbound = kind({**VM, "vm": {**VM["vm"], "bind_ranks": False}}, c).mpi_launcher("openmpi", ["g0", "g1"], "net")
+    assert "taskset" not in unbound[-1]
+
+
 def test_check_alive_names_dead_guest(tmp_path):
     c = _fake_cluster(tmp_path)
     (tmp_path / "g1.serial").write_text("line\n" * 50 + "Kernel panic - the end\n")
@@ -203,12 +214,26 @@ def _qemu_pids(run_dir: Path) -> list[int]:
     return out
 
 
+def _ssh_master_pids(run_dir: Path) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"ssh\0") and f"ControlPath={run_dir}/".encode() in cmd:
+                out.append(int(d.name))
+    return out
+
+
 def _leftovers(tag: str) -> list[str]:
     n = names(tag)
     left = [x for x in list_netns() if x == n["ns"]]
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=10).stdout
     left += [w for w in links.split() if w.startswith(f"hv{tag}")]
     left += [f"qemu pid {p}" for p in _qemu_pids(n["run_dir"])]
+    left += [f"ssh master pid {p}" for p in _ssh_master_pids(n["run_dir"])]
     if n["run_dir"].is_dir():
         left += [str(p) for p in n["run_dir"].glob("*.qcow2")]
     return left
@@ -253,6 +278,30 @@ def test_guests_answer_and_accel_recorded(cluster):
 
 @pytest.mark.vm
 @needs_qemu
+def test_commands_share_one_ssh_connection_per_guest(cluster):
+    """Every command reaches its guest over the guest's master connection
+    (no new key exchange per measurement), and the masters live in the
+    namespace, so that teardown ends them (the cluster fixture checks that
+    nothing is left)."""
+    assert cluster.info["ssh_master"] == cluster.guests and cluster.control_path
+    for i, addr in enumerate(cluster.addresses):
+        sock = cluster.control_path.replace("%h", addr)
+        check = subprocess.run([*cluster.exec_prefix(i)[:-1], "-O", "check", cluster.exec_prefix(i)[-1]],
+                               capture_output=True, text=True, timeout=30)
+        assert check.returncode == 0, check.stderr
+        assert Path(sock).is_socket()
+    # the guest sees the same connection (one sshd session, the same client port) for two commands
+    ports = {cluster.run(0, "echo $SSH_CLIENT", timeout=60).stdout.split()[1] for _ in range(2)}
+    assert len(ports) == 1
+    masters = subprocess.run(["ip", "netns", "pids", cluster.ns], capture_output=True, text=True,
+                             timeout=10).stdout.split()
+    cmdlines = [Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ") for p in masters
+                if Path(f"/proc/{p}/cmdline").exists()]
+    assert sum(b"ControlMaster=yes" in c for c in cmdlines) == len(cluster.guests)
+
+
+@pytest.mark.vm
+@needs_qemu
 @pytest.mark.parametrize("mpi,exe", [("openmpi", "NPopenmpi"), ("mpich", "NPmpich2")])
 def test_netpipe_across_guests(cluster, mpi, exe):
     _run_mpi(cluster, mpi, [exe, "-l", "1", "-u", "8192", "-p", "0", "-o", "/root/np.out"], timeout=300)
@@ -291,6 +340,30 @@ def test_a_killed_command_leaves_its_process_in_the_guest_until_kill_strays(clus
     assert cluster.run(1, "pgrep -f 'slee[p] 917' || true", timeout=30).stdout.strip() == ""
     with pytest.raises(ValueError, match="not process names"):
         cluster.kill_strays(("x; reboot",))
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_nic_interrupts_go_to_vcpu0_and_ranks_bind_to_one_vcpu_each(image):
+    """Guests of two vCPUs: the NIC's queue interrupts are delivered to vCPU 0 from boot on, and with the
+    testbed's launcher (vm.bind_ranks) each rank runs on one vCPU, a guest's first rank on vCPU 0."""
+    tag = _tag()
+    try:
+        with QemuCluster(tag, guests=2, vcpus=2, image=image) as c:
+            assert c.info["nic_irqs_on_cpu0"] == {"g0": 2, "g1": 2}
+            for i in range(2):
+                lists = c.run(i, "for i in $(awk -F: '/virtio[0-9]+-(input|output)\\./ { print $1 }' "
+                                 "/proc/interrupts); do cat /proc/irq/$i/smp_affinity_list; done",
+                              timeout=60).stdout.split()
+                assert lists == ["0", "0"]
+            argv = kind(VM, c).mpi_launcher("openmpi", ["g0", "g0", "g1", "g1"], "net")
+            out = c.run(0, argv[-1] + " sh -c 'echo $(hostname) $OMPI_COMM_WORLD_LOCAL_RANK "
+                                      "$(grep Cpus_allowed_list /proc/self/status | cut -f2)'", timeout=120).stdout
+            seen = sorted(tuple(line.split()) for line in out.splitlines() if line.startswith("g"))
+            assert seen == [("g0", "0", "0"), ("g0", "1", "1"), ("g1", "0", "0"), ("g1", "1", "1")], out
+    finally:
+        _forget(tag)
+    assert _leftovers(tag) == []
 
 
 @pytest.mark.vm

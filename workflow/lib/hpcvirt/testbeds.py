@@ -51,6 +51,16 @@ RANK0_INLINE = [
 ]
 
 
+# Binds a rank in a guest to one vCPU, its local rank modulo the guest's
+# vCPUs (the testbed key vm.bind_ranks).
+RANK_BIND_INLINE = [
+    "sh",
+    "-c",
+    'l=${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-0}}; exec taskset -c $((l % $(nproc))) "$@"',
+    "bind-local-rank",
+]
+
+
 @dataclass
 class Launch:
     argv: list[str]
@@ -211,6 +221,10 @@ class _TwoHostKind(Kind):
     server_shape = (2, 2, 1)   # client on the first host, server on the second
     rank0: list[str] = []
 
+    def rank_prefix(self) -> list[str]:
+        """Words between the launcher's options and the program (its ranks' own wrappers)."""
+        return []
+
     def _bed(self):
         if self.bed is None:
             raise ValueError(f"testbed {self.tb['name']} ({self.tb['kind']}) needs its hosts set up first")
@@ -227,7 +241,7 @@ class _TwoHostKind(Kind):
         v = self.values(job, rank_hosts)
         words = (_env_words(mpi.get("env"), path.get("env")) + fill(mpi["launcher"], **v)
                  + fill(path.get("args", []), **v) + fill(entry.get("args", []), **v)
-                 + _env_words(entry.get("env")) + (self.rank0 if wrap else []) + job.argv)
+                 + _env_words(entry.get("env")) + self.rank_prefix() + (self.rank0 if wrap else []) + job.argv)
         return self.on(self.hosts().index(rank_hosts[0]), words), {}
 
     def client_server(self, job: Job, entry: dict) -> Launch:
@@ -263,6 +277,9 @@ class QemuKind(_TwoHostKind):
 
     def hosts(self) -> list[str]:
         return list(self.bed.guests) if self.bed else super().hosts()
+
+    def rank_prefix(self) -> list[str]:
+        return RANK_BIND_INLINE if self.tb.get("vm", {}).get("bind_ranks") else []
 
     def on(self, i: int, cmd: list[str]) -> list[str]:
         # from the directory where the image holds the repository's files the ranks read
