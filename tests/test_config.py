@@ -114,6 +114,16 @@ BAD_STUDY = [
      ["experiments.openfoam.skip_testbeds[0]", "pattern"]),
     (lambda c: c["experiments"]["tcp"].update(skip_testbeds=list(c["testbeds"])),
      ["experiments.tcp: every testbed of the study", "is in its skip_testbeds"]),
+    # settings of one testbed
+    (lambda c: c["experiments"]["milc"].update(by_testbed={"bridge-1g": {"inputs": [{}]}}),
+     ["config/config.yaml: experiments.milc.by_testbed", "['bridge-1g'] are not testbeds", "allowed",
+      "'bridge-gbe'"]),
+    (lambda c: c["experiments"]["milc"].update(by_testbed={"Bridge;x": {}}),
+     ["experiments.milc.by_testbed", "'Bridge;x'", "pattern"]),
+    (lambda c: c["experiments"]["milc"]["by_testbed"]["bridge"].update(inputs=[{"lattice": "5x5x5x5"}]),
+     ["experiments.milc.by_testbed.bridge.inputs[0].lattice", "'5x5x5x5'"]),
+    (lambda c: c["experiments"]["qe"]["by_testbed"]["bridge"].update(enabled=False),
+     ["experiments.qe.by_testbed.bridge", "'enabled' was unexpected"]),
 ]
 
 
@@ -307,6 +317,27 @@ def test_an_experiment_is_not_run_on_its_skip_testbeds():
     assert {t for b, t in where if b == "openfoam"} == {"local", "vm", "bridge", "bridge-gbe", "bridge-macvlan",
                                                           "bridge-vxlan", "bridge-vxlan-gbe"}
     assert {t for b, t in where if b == "qperf"} >= {"bridge-macvlan", "bridge-vxlan", "bridge-vxlan-gbe"}
+
+
+def test_the_guests_input_runs_natively_only_where_it_is_compared():
+    """by_testbed: the applications' small input (the guests') runs on the unlimited bridge, the VM/native
+    ratio's reference, and not on the limited links, which run the study's input only; without the key
+    every namespace testbed runs what by_kind gives it."""
+    from hpcvirt.matrix import configurations
+
+    out, _ = load_study(copy.deepcopy(STUDY), testbed_dir=ROOT / "config/testbeds")
+    small = {"lammps": "c10_s100", "milc": "l4x4x4x6", "qe": "e24_k1"}
+    for bench, mark in small.items():
+        where = {c.testbed for c in configurations(out) if c.benchmark == bench and mark in c.params}
+        assert where == {"bridge", "vm"}, bench
+        big = {c.testbed for c in configurations(out) if c.benchmark == bench and mark not in c.params}
+        assert big == {"local", "bridge", "bridge-10g", "bridge-gbe"}, bench
+    study = copy.deepcopy(STUDY)
+    study["experiments"]["milc"].pop("by_testbed")
+    study["experiments"]["milc"]["by_kind"]["netns-bridge"]["inputs"] = [{}, {"lattice": "4x4x4x6", "steps": 2}]
+    out, _ = load_study(study, testbed_dir=ROOT / "config/testbeds")
+    where = {c.testbed for c in configurations(out) if c.benchmark == "milc" and "l4x4x4x6" in c.params}
+    assert where == {"bridge", "bridge-10g", "bridge-gbe", "vm"}
 
 
 def test_the_guests_run_three_rounds_and_are_booted_three_times():

@@ -21,7 +21,7 @@ def keys(schema: dict, prefix: str = "") -> list[str]:
             out += keys(sub, path)
     extra = schema.get("additionalProperties")
     if isinstance(extra, dict) and ("properties" in extra or "additionalProperties" in extra):
-        out += keys(extra, f"{prefix}.<*>")
+        out += [f"{prefix}.<*>", *keys(extra, f"{prefix}.<*>")]
     return out
 
 
@@ -46,9 +46,11 @@ def test_generated_parts_are_up_to_date():
 
 
 def test_study_keys_documented():
-    # the keys of experiments.<e>.by_kind.<kind> are those of experiments.<e>, documented once
+    # the keys of experiments.<e>.by_kind.<kind> and .by_testbed.<testbed> are those of experiments.<e>,
+    # documented once
     missing = [k for k in leaves(load_schema("config.schema.yaml"))
-               if k not in documented() and re.sub(r"(\.by_kind\.[^.]+)\..*", r"\1", k) not in documented()]
+               if k not in documented()
+               and re.sub(r"(\.by_(?:kind|testbed)\.[^.]+)\..*", r"\1", k) not in documented()]
     assert not missing, f"undocumented keys in config/README.md: {missing}"
 
 

@@ -42,7 +42,7 @@ def test_schema_fragment(name):
     assert load_schema("config.schema.yaml")["properties"]["experiments"]["properties"][b.experiment] == frag
     inputs = ["inputs"] if isinstance(b, Application) else []      # input sets (applications)
     assert set(frag["properties"]) == {"enabled", "repetitions", "timeout_s", "retries_after_timeout", "skip_testbeds",
-                                   "by_kind", *b.params,
+                                   "by_kind", "by_testbed", *b.params,
                                    *inputs}
     # a section with only its required keys is valid, and its defaults are valid too
     minimal = {k: _example(p) for k, p in b.params.items() if p.required}

@@ -119,6 +119,10 @@ def _check_study(study: dict, path: Path) -> None:
             problem = bench.check(settings)
             if problem:
                 raise ConfigError(f"{path}: experiments.{bench.experiment}{where}: {problem}")
+        for testbed in sorted(exp.get("by_testbed") or {}):
+            problem = bench.check(bench.for_kind(exp, None, testbed))
+            if problem:
+                raise ConfigError(f"{path}: experiments.{bench.experiment} (with by_testbed.{testbed}): {problem}")
 
 
 # Placeholders each testbed kind fills in launcher words, path and benchmark arguments.
@@ -220,11 +224,12 @@ def _check_offers(study: dict, testbeds: dict, study_path: Path, testbed_dir: Pa
     for bench, exp in enabled(study):
         where = f"{study_path}: experiments.{bench.experiment}"
         chosen = {t: o for t, o in per_tb.items() if t not in exp.get("skip_testbeds", [])}
-        unknown = [t for t in exp.get("skip_testbeds", []) if not (testbed_dir / f"{t}.yaml").is_file()]
-        if unknown:
-            raise ConfigError(f"{where}.skip_testbeds: {unknown} are not testbeds (no file "
-                              f"{testbed_dir}/<name>.yaml); allowed: "
-                              f"{sorted(p.stem for p in testbed_dir.glob('*.yaml'))}")
+        for key, named in (("skip_testbeds", exp.get("skip_testbeds", [])), ("by_testbed", exp.get("by_testbed") or {})):
+            unknown = [t for t in named if not (testbed_dir / f"{t}.yaml").is_file()]
+            if unknown:
+                raise ConfigError(f"{where}.{key}: {unknown} are not testbeds (no file "
+                                  f"{testbed_dir}/<name>.yaml); allowed: "
+                                  f"{sorted(p.stem for p in testbed_dir.glob('*.yaml'))}")
         if not chosen:
             unoffered(f"{where}: every testbed of the study {sorted(testbeds)} is in its skip_testbeds "
                       f"(files in {testbed_dir})")

@@ -56,7 +56,7 @@ def configurations(study: dict) -> list[Configuration]:
             offer = None if offers is None else offers.get(tb, {}).get(bench.name)
             if offers is not None and offer is None:
                 continue
-            for s in bench.configurations(exp, offer, kinds.get(tb)):
+            for s in bench.configurations(exp, offer, kinds.get(tb), tb):
                 out.append(Configuration(tb, bench.name, bench.raw_params(s), s))
     return out
 

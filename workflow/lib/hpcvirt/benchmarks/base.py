@@ -112,6 +112,10 @@ BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one ki
                "`qemu`), e.g. a smaller class, fewer configurations or fewer `repetitions` in guests, which run "
                "slower (far slower under TCG emulation); the raw-output path and every row record the settings a "
                "run used, and every summary row its n.")
+BY_TESTBED_DOC = ("Settings that replace the experiment's own, and its `by_kind` ones, on one testbed (a name of a "
+                  "file in config/testbeds/), e.g. an input set only where it is compared (the guests' small input "
+                  "on the unlimited bridge, not on every link); the raw-output path and every row record the "
+                  "settings a run used.")
 TIMEOUT_DOC = ("Wall-clock limit of one measurement of this experiment, in seconds, instead of the study's "
                "`timeout_s`: a run that hangs (e.g. in MPI_Finalize after a complete sweep) is killed sooner, and is "
                "reported with its output path like any other.")
@@ -230,6 +234,9 @@ class Benchmark:
         override["properties"]["repetitions"] = dict(s["properties"]["repetitions"])
         s["properties"]["by_kind"] = {"type": "object", "additionalProperties": False, "description": BY_KIND_DOC,
                                       "properties": {kind: override for kind in KINDS}}
+        s["properties"]["by_testbed"] = {"type": "object", "description": BY_TESTBED_DOC,
+                                         "propertyNames": {"pattern": "^[a-z][a-z0-9-]{0,31}$"},
+                                         "additionalProperties": override}
         req = [k for k, p in ps.items() if p.required]
         if req:
             s["required"] = req
@@ -249,19 +256,22 @@ class Benchmark:
         """Hook: canonical settings of one configuration."""
         return settings
 
-    def for_kind(self, exp: dict, kind: str | None) -> dict:
-        """The experiment's settings on a testbed of this kind: its
-        ``by_kind.<kind>`` settings replace the others."""
-        base = {k: v for k, v in exp.items() if k != "by_kind"}
-        return {**base, **(exp.get("by_kind") or {}).get(kind, {})}
+    def for_kind(self, exp: dict, kind: str | None, testbed: str | None = None) -> dict:
+        """The experiment's settings on a testbed of this kind (and name): its
+        ``by_kind.<kind>`` settings replace the others, and its
+        ``by_testbed.<testbed>`` settings replace those."""
+        base = {k: v for k, v in exp.items() if k not in ("by_kind", "by_testbed")}
+        return {**base, **(exp.get("by_kind") or {}).get(kind, {}),
+                **((exp.get("by_testbed") or {}).get(testbed, {}) if testbed else {})}
 
-    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
+    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None,
+                       testbed: str | None = None) -> list[dict]:
         """Settings of every configuration: one per combination of the swept
         list parameters (in declared order), restricted to what the testbed
         offers (``offer``: {mpi: [paths]} for MPI benchmarks, {} when a
         client/server benchmark is offered, None = no restriction) on a
-        testbed of ``kind`` (None: any)."""
-        exp = self.for_kind(exp, kind)
+        testbed of ``kind`` (None: any) named ``testbed``."""
+        exp = self.for_kind(exp, kind, testbed)
         sweeps = [(k, p.sweep) for k, p in self.params.items() if p.sweep]
         fixed = {k: exp[k] for k, p in self.params.items() if not p.sweep and k in exp}
         out: list[dict] = []
@@ -333,17 +343,19 @@ class Application(Benchmark):
         s["properties"]["inputs"] = self.input_schema()
         for override in s["properties"]["by_kind"]["properties"].values():
             override["properties"]["inputs"] = self.input_schema()
+        s["properties"]["by_testbed"]["additionalProperties"]["properties"]["inputs"] = self.input_schema()
         return s
 
     def input_sets(self, exp: dict) -> list[dict]:
         return list(exp.get("inputs") or [{}])
 
-    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None) -> list[dict]:
+    def configurations(self, exp: dict, offer: dict | None, kind: str | None = None,
+                       testbed: str | None = None) -> list[dict]:
         out: list[dict] = []
-        for s in super().configurations(exp, offer, kind):
+        for s in super().configurations(exp, offer, kind, testbed):
             if not (s["ranks"] > 1 or s["path"] == "shm"):
                 continue
-            for inp in self.input_sets(self.for_kind(exp, kind)):
+            for inp in self.input_sets(self.for_kind(exp, kind, testbed)):
                 c = self.normalize({**s, **inp})
                 if c not in out:
                     out.append(c)
