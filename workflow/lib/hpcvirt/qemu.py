@@ -341,13 +341,14 @@ class Cluster:
 
     def steer_nic_irqs(self, timeout: float = 60) -> dict[str, int]:
         """Deliver each guest's NIC interrupts (virtio-net's input and output
-        queues) to vCPU 0, where the testbed's launcher binds a guest's first
-        rank (``--bind-to core``), as an HPC guest is set up.  The guest's
-        driver spreads them over the vCPUs; a packet for a rank then wakes an
-        idle vCPU first, which under TCG on a busy host waits for a host core:
-        8-byte NetPIPE latency between the guests was 4.8 ms without steering
-        and binding, 0.38 ms with both (one run each).  Returns how many
-        interrupts were steered per guest."""
+        queues) to vCPU 0, where a guest's first rank runs when the testbed
+        binds its ranks (``vm.bind_ranks``: hpcvirt.testbeds.RANK_BIND_INLINE),
+        as an HPC guest is set up.  The guest's driver spreads them over the
+        vCPUs; a packet for a rank then wakes an idle vCPU first, which under
+        TCG on a busy host waits for a host core: 8-byte NetPIPE latency
+        between the guests was 4.8 ms without steering and binding, 0.38 ms
+        with both (one run each).  Returns how many interrupts were steered
+        per guest."""
         cmd = ("n=0; for i in $(awk -F: '/virtio[0-9]+-(input|output)\\./ { print $1 }' /proc/interrupts); do "
                "echo 1 > /proc/irq/$i/smp_affinity && n=$((n+1)); done; echo $n")
         out = {}
