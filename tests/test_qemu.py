@@ -201,7 +201,8 @@ def _forget(tag: str) -> None:
     shutil.rmtree(names(tag)["run_dir"], ignore_errors=True)
 
 
-def _qemu_pids(run_dir: Path) -> list[int]:
+def _pids(match) -> list[int]:
+    """PIDs of the processes whose command line (NUL-separated bytes) satisfies ``match``."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -209,22 +210,17 @@ def _qemu_pids(run_dir: Path) -> list[int]:
                 cmd = (d / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"qemu-system" in cmd and str(run_dir).encode() in cmd:
+            if match(cmd):
                 out.append(int(d.name))
     return out
+
+
+def _qemu_pids(run_dir: Path) -> list[int]:
+    return _pids(lambda cmd: b"qemu-system" in cmd and str(run_dir).encode() in cmd)
 
 
 def _ssh_master_pids(run_dir: Path) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if cmd.startswith(b"ssh\0") and f"ControlPath={run_dir}/".encode() in cmd:
-                out.append(int(d.name))
-    return out
+    return _pids(lambda cmd: cmd.startswith(b"ssh\0") and f"ControlPath={run_dir}/".encode() in cmd)
 
 
 def _leftovers(tag: str) -> list[str]:
