@@ -223,6 +223,21 @@ def test_yaml_syntax_error_names_file(tmp_path):
         load_study(copy.deepcopy(LOCAL_STUDY), testbed_dir=tmp_path)
 
 
+def test_config_files_are_read_with_libyaml_and_only_safely(tmp_path):
+    """Every job reads the study and its testbeds: with libyaml's parser (ten times faster than PyYAML's
+    own), and with the safe loader's tags only, like yaml.safe_load."""
+    from hpcvirt import yamlio
+
+    if yaml.__with_libyaml__:
+        assert yamlio.LOADER is yaml.CSafeLoader
+    assert yamlio.safe_load((ROOT / "config/config.yaml").read_text()) == yaml.safe_load(
+        (ROOT / "config/config.yaml").read_text())
+    bad = tmp_path / "config.yaml"
+    bad.write_text("campaign: !!python/object/apply:os.system ['true']\n")
+    with pytest.raises(ConfigError, match=f"{bad}: not valid YAML"):
+        load_study(config_path=bad, testbed_dir=ROOT / "config/testbeds")
+
+
 def test_edited_testbed_is_refused_for_its_campaign(tmp_path):
     import json
 
@@ -326,7 +341,7 @@ def test_the_guests_input_runs_natively_only_where_it_is_compared():
     from hpcvirt.matrix import configurations
 
     out, _ = load_study(copy.deepcopy(STUDY), testbed_dir=ROOT / "config/testbeds")
-    small = {"lammps": "c10_s100", "milc": "l4x4x4x6", "qe": "e24_k1"}
+    small = {"lammps": "c10_s100", "milc": "l4x4x4x6", "qe": "s0_e24_k2"}
     for bench, mark in small.items():
         where = {c.testbed for c in configurations(out) if c.benchmark == bench and mark in c.params}
         assert where == {"bridge", "vm"}, bench

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import stats
+from . import stats, yamlio
 from .analysis import normalize_units
 
 VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
@@ -80,7 +80,7 @@ def load(path: str | Path, claims_md: str | Path | None = None) -> list[Claim]:
     """Validated claims; with ``claims_md``, every id of that file must have exactly one entry."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yamlio.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise ClaimError(f"{path}: cannot read: {exc}") from None
     if not isinstance(raw, list):

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
-from . import link, paths
+from . import link, paths, yamlio
 from .benchmarks import REGISTRY, enabled
 from .matrix import configurations
 from .provenance import config_hash
@@ -37,7 +37,7 @@ class ConfigError(ValueError):
 def _load_yaml(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return yamlio.safe_load(fh)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import stats, yamlio
 from .analysis import normalize_units
 from .claims import SELECT_KEYS, ClaimError, _leaves, _per_rep, _rows
 
@@ -152,7 +152,7 @@ def load(directory) -> tuple[pd.DataFrame, list[tuple[str, str, dict]]]:
 
     path = Path(directory) / "reproduction.yaml"
     try:
-        rmap = yaml.safe_load(path.read_text())
+        rmap = yamlio.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise RedrawError(f"{path}: cannot read: {exc}") from None
     ref = load_reference(directory)

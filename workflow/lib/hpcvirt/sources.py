@@ -22,7 +22,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,8 +114,9 @@ def _verify(src: Source, filename: str, path: Path, origin: str) -> tuple[str, s
 
 
 def fetch(name: str, *, mirror: str | os.PathLike | None = None, cache: str | os.PathLike | None = None,
-          opener=urllib.request.urlopen) -> dict:
-    """The verified archive of source ``name`` in the cache, and its record."""
+          opener=None) -> dict:
+    """The verified archive of source ``name`` in the cache, and its record (``opener``: how a URL is
+    opened, ``urllib.request.urlopen`` unless given)."""
     try:
         src = SOURCES[name]
     except KeyError:
@@ -144,6 +144,10 @@ def fetch(name: str, *, mirror: str | os.PathLike | None = None, cache: str | os
             if isinstance(origin, Path):
                 shutil.copyfile(origin, tmp)
             else:
+                if opener is None:
+                    import urllib.request     # only when a source is downloaded: measurement jobs never do
+
+                    opener = urllib.request.urlopen
                 with opener(origin, timeout=120) as resp, open(tmp, "wb") as out:
                     shutil.copyfileobj(resp, out)
             sha, label = _verify(src, filename, Path(tmp), str(origin))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import redraw
+from . import redraw, yamlio
 from .claims import STUDIES, tex_table
 from .reference import latex_escape
 
@@ -39,7 +39,7 @@ class StudyError(ValueError):
 def load_map(path: str | Path, testbeds: pd.DataFrame) -> dict:
     path = Path(path)
     try:
-        m = yaml.safe_load(path.read_text())
+        m = yamlio.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise StudyError(f"{path}: cannot read: {exc}") from None
     if not isinstance(m, dict) or set(m) != set(STUDIES):
