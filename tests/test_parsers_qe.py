@@ -34,11 +34,14 @@ def field(text: str, pattern: str) -> str:
 
 # ------------------------------------------------------------------ parsing
 @pytest.mark.parametrize("fixture, ranks", [("serial-s1-e24-k4.out", 1), ("local-2ranks-s1-e24-k4.out", 2),
-                                            ("serial-s1-e36-k6.out", 1), ("local-2ranks-s1-e36-k6.out", 2)])
+                                            ("serial-s1-e36-k6.out", 1), ("local-2ranks-s1-e36-k6.out", 2),
+                                            ("serial-s0-e24-k2.out", 1), ("local-2ranks-s0-e24-k2.out", 2)])
 def test_a_good_run_gives_wall_time_time_per_iteration_iterations_and_energy(fixture, ranks):
     text = (FIX / fixture).read_text()
     supercell, ecut, k = (int(x) for x in re.search(r"-s(\d+)-e(\d+)-k(\d+)", fixture).groups())
-    expected = {"ranks": ranks, "nodes": 1, "supercell": supercell, "atoms": 8 * supercell ** 3, "ecutwfc": ecut,
+    atoms = 2 if supercell == 0 else 8 * supercell ** 3     # n = 0: the primitive cell
+    assert qe.atoms_of(supercell) == atoms and f"number of atoms/cell      =            {atoms}" in text
+    expected = {"ranks": ranks, "nodes": 1, "supercell": supercell, "atoms": atoms, "ecutwfc": ecut,
                 "kpoints": k}
     rows = {m.metric: m for m in parse(FIX / fixture, expected)}
     assert set(rows) == set(qe.BENCHMARK.metrics)
@@ -54,13 +57,13 @@ def test_a_good_run_gives_wall_time_time_per_iteration_iterations_and_energy(fix
     assert rows["total_energy"].value == energy
     assert abs(energy - qe.REFERENCE_RY[(supercell, ecut, k)]) <= qe.TOLERANCE_RY
     assert {m.ranks for m in rows.values()} == {ranks} and all(m.verified for m in rows.values())
-    assert {m.variant for m in rows.values()} == {f"Si{8 * supercell ** 3} {ecut} Ry k{k}"}
+    assert {m.variant for m in rows.values()} == {f"Si{atoms} {ecut} Ry k{k}"}
     assert rows["wall_time"].extra["suite_version"] == "Quantum ESPRESSO pw.x 6.7MaX"
 
 
 def test_the_reference_energies_agree_across_rank_counts():
     """The captured runs at 1 and 2 ranks lie well within the tolerance of each other."""
-    for inp in ("s1-e24-k4", "s1-e36-k6"):
+    for inp in ("s1-e24-k4", "s1-e36-k6", "s0-e24-k2"):
         e1, e2 = (float(field((FIX / f).read_text(), r"^!\s+total energy\s*=\s*(\S+) Ry"))
                   for f in (f"serial-{inp}.out", f"local-2ranks-{inp}.out"))
         assert abs(e1 - e2) <= qe.TOLERANCE_RY / 100
