@@ -29,7 +29,7 @@ Emitted metrics:
 
 ``wall_time`` (s)           pw.x's own wall time (``PWSCF : ... WALL``: start-up, initialization and scf)
 ``time_per_iteration`` (s)  wall time of the scf loop (``electrons ... WALL``) per scf iteration
-``scf_iterations`` (count)  scf iterations to convergence (varies with the rank count: 6 or 7 here)
+``scf_iterations`` (count)  scf iterations to convergence (varies with the rank count: 6 to 8 here)
 ``total_energy`` (Ry)       the converged total energy, checked against :data:`REFERENCE_RY`
 
 ParseError for: launcher/MPI errors, pw.x's own errors (``Error in routine``,
