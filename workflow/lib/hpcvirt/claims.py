@@ -480,12 +480,15 @@ DAGGER = "$^\\dagger$"
 SAYS_RE = re.compile(r"\\claimsays\{([A-Z]+-\d+)\}\{([^}]*)\}")
 
 
-def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame) -> list[str]:
+def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame, archived: bool = False) -> list[str]:
     """Every ``\\claimsays{ID}{verdict}`` of the paper's text against the
     campaign's verdicts: one message per sentence that no longer matches
     (file:line, the sentence, the claim, what the text says, what the data say).
     A claim the campaign has no data for (*not tested*, e.g. a quick look)
-    contradicts nothing; the text then prints that verdict."""
+    contradicts nothing; the text then prints that verdict.  On the
+    ``archived`` campaign, the one the text is written for, it does: a check
+    that finds none of its rows there names rows the archive lacks (e.g. a
+    variant renamed since)."""
     by_claim = dict(zip(verdicts["claim"], verdicts["claim_verdict"]))
     problems = []
     for f in tex_files:
@@ -501,6 +504,11 @@ def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame) -> list
                                 f"({', '.join(VERDICTS)})")
             elif cid not in by_claim:
                 problems.append(f"{f}:{line}: claim {cid} has no verdict (not in the claims file)")
+            elif by_claim[cid] == "not tested" and archived:
+                why = "; ".join(r for r in verdicts.loc[verdicts["claim"] == cid, "reason"].fillna("").astype(str) if r)
+                problems.append(f"{f}:{line}: the sentence \"{sentence}\" says claim {cid} {said}, but the "
+                                f"archived campaign does not test it ({why}): the claims file's checks name "
+                                f"rows the archive lacks")
             elif by_claim[cid] == "not tested":
                 continue          # this campaign has no data for it (e.g. make quick): nothing contradicts the text
             elif by_claim[cid] != said:
