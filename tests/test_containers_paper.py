@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt.analysis import bare_host_peaks, container_ratios, runtime_of
+from hpcvirt.analysis import bare_host_peaks, container_ratios
+from hpcvirt.labels import runtime_of
 from hpcvirt.paper import containers_tex
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,8 @@ import re
 import pandas as pd
 import pytest
 
-from hpcvirt.analysis import datapath_label, streams_summary
+from hpcvirt.analysis import streams_summary
+from hpcvirt.labels import datapath_label
 from hpcvirt.paper import streams_tex
 
 

@@ -14,10 +14,10 @@ import pandas as pd
 
 from . import stats
 from .benchmarks import REGISTRY, Application
+from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, interconnect_class, is_vm, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
 # Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
-TO_GBITS = {"Mbit/s": 1e-3, "MB/s": 8e-3, "Gbit/s": 1.0}
 
 
 def _parse_one(raw: Path, ctx: dict) -> list:
@@ -191,8 +191,8 @@ def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
     d = d.assign(variant=d["variant"].fillna(""))
     per = d.groupby(["testbed", "virtualization", "mpi", "ranks", "placement", "variant", "rep"])["value"].median()
     per = per.reset_index()
-    vms = per[per["virtualization"].astype(str).str.startswith("qemu")]
-    refs = per[~per["virtualization"].astype(str).str.startswith("qemu")]
+    vms = per[per["virtualization"].map(is_vm)]
+    refs = per[~per["virtualization"].map(is_vm)]
     out = []
     for key, s in vms.groupby(["testbed", "virtualization", "mpi", "ranks", "placement", "variant"], sort=False):
         tb, virt, mpi, ranks, placement, variant = key
@@ -208,10 +208,6 @@ def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
 
 
 # ------------------------------------------------------------ pinned suites
-def _is_vm(virtualization) -> bool:
-    return str(virtualization).startswith("qemu")
-
-
 def npb_summary(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per testbed, MPI, NPB kernel, class and rank count: Mop/s
     (total) and time (s), median [CI] over repetitions."""
@@ -322,16 +318,6 @@ def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
 #: fastest interconnect at the lowest core count), from their declarations.
 APP_TIMES = {b.row_name: b.time_metric for b in REGISTRY if isinstance(b, Application)}
 
-#: The interconnect class a configuration stands for, from its tidy columns.
-def interconnect_class(virtualization: str, interconnect: str, link: str | None) -> str:
-    v, link = str(virtualization), (link if isinstance(link, str) else "")
-    if v == "none":
-        return {"shm": "shared memory", "tcp-loopback": "TCP loopback"}.get(interconnect, interconnect)
-    where = "guests" if v.startswith("qemu") else "bridge" if v == "netns-bridge" else v
-    rate = link.replace("rate ", "").replace("gbit", " Gbit/s").replace("mbit", " Mbit/s") if link else ""
-    return f"{where}, {rate}" if rate else (f"{where} (TCG)" if v.startswith("qemu-tcg") else where)
-
-
 def _app_times(tidy: pd.DataFrame, times: dict[str, str]) -> pd.DataFrame:
     """The applications' time per (benchmark, variant, mpi, configuration, round)."""
     d = tidy[tidy["benchmark"].isin(list(times))]
@@ -408,7 +394,7 @@ def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Da
     rows = []
     for (bench, variant, mpi), g in per.groupby(["benchmark", "variant", "mpi"], sort=True):
         native = g[(g["virtualization"] == "netns-bridge") & (g["link"] == "")]
-        for (tb, virt, ranks), v in g[g["virtualization"].astype(str).str.startswith("qemu")].groupby(
+        for (tb, virt, ranks), v in g[g["virtualization"].map(is_vm)].groupby(
                 ["testbed", "virtualization", "ranks"], sort=True):
             ref = native[native["ranks"] == ranks]
             if ref.empty:
@@ -428,9 +414,6 @@ def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Da
 
 
 # ------------------------------------------------------------------ containers
-#: Container runtimes by the suffix of the tidy table's virtualization label
-#: (``none+charliecloud``); the bare host is ``none``.
-RUNTIME_LABEL = {"none": "bare host", "charliecloud": "Charliecloud", "apptainer": "Apptainer"}
 #: Point-to-point benchmarks of the container comparison: name, then the
 #: (benchmark, variant, metric) of its latency rows and of its bandwidth rows
 #: (variant None = any).
@@ -447,12 +430,6 @@ def _per_rep_of(d: pd.DataFrame, sel: dict, msg_bytes: int | None) -> pd.Series:
     if msg_bytes is not None:
         return d[d["msg_bytes"] == msg_bytes].groupby("rep")["value"].median()
     return d.groupby("rep")["value"].max()
-
-
-def runtime_of(virtualization) -> str:
-    """``none`` -> ``none``; ``none+apptainer`` -> ``apptainer``."""
-    v = str(virtualization)
-    return v.split("+", 1)[1] if "+" in v else v
 
 
 def container_ratios(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float = 0.95) -> pd.DataFrame:
@@ -522,29 +499,6 @@ def bare_host_peaks(tidy: pd.DataFrame) -> dict[str, tuple[float, float]]:
 
 
 # ------------------------------------------------------------------ streams
-#: Data paths of the streams experiment in the order they are shown, from the
-#: tidy columns (virtualization, link): the baseline without a network, the
-#: software switch, the direct path, the tunnel, then the rate-limited links.
-DATAPATH_ORDER = ("loopback", "bridge", "direct (macvlan)", "VXLAN tunnel", "GRE tunnel")
-
-
-def datapath_label(virtualization, link) -> str:
-    """``loopback`` (one namespace, no network), ``bridge``, ``direct
-    (macvlan)``, ``VXLAN tunnel``, ``guests`` (bridged), ``guests, direct
-    (macvtap)``, each with ``, <rate>`` when the link is limited (``bridge,
-    1 Gbit/s``)."""
-    v, link = str(virtualization), (link if isinstance(link, str) else "")
-    if v.startswith("none"):
-        return "loopback"
-    parts = [p.strip() for p in link.split(",") if p.strip()]
-    path = {"macvlan": "direct (macvlan)", "vxlan": "VXLAN tunnel", "gretap": "GRE tunnel",
-            "macvtap": "guests, direct (macvtap)"}
-    where = next((path[p] for p in parts if p in path), "guests" if v.startswith("qemu") else "bridge")
-    rates = [p.replace("rate ", "").replace("gbit", " Gbit/s").replace("mbit", " Mbit/s")
-             for p in parts if p.startswith("rate ")]
-    return ", ".join([where, *rates])
-
-
 def streams_summary(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Nanos et al.'s network benchmark per testbed: the receiver's aggregate
     bandwidth of the concurrent TCP streams (Gbit/s), median [CI] over the

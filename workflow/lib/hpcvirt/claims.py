@@ -46,6 +46,7 @@ import pandas as pd
 import yaml
 
 from . import stats, yamlio
+from .labels import fmt_g, tex
 from .analysis import normalize_units
 
 VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
@@ -264,7 +265,7 @@ def _quantity(tidy: pd.DataFrame, check: dict, caches: dict | None = None
         end = _sweep_end(tidy, sel)
         if isinstance(sel.get("at"), dict) and not end >= top * ref:
             # a knee beyond the sweep would look like no knee at all
-            return None, (f"the sweep ends at {end:.0f} B, below {_num(top)} {unit} = {top * ref:.0f} B, "
+            return None, (f"the sweep ends at {end:.0f} B, below {fmt_g(top)} {unit} = {top * ref:.0f} B, "
                           "where the knee could still be"), virt
     return values / ref, None, virt
 
@@ -310,14 +311,8 @@ def _decide(ci: dict, test: str, bound) -> str:
 
 def threshold_text(test: str, bound) -> str:
     if test == "within":
-        return f"in [{_num(bound[0])}, {_num(bound[1])}]"
-    return f"{'<' if test == 'below' else '>'} {_num(bound)}"
-
-
-def _num(x: float) -> str:
-    if x == 0 or not np.isfinite(x):
-        return f"{x:g}"
-    return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.3e}"
+        return f"in [{fmt_g(bound[0])}, {fmt_g(bound[1])}]"
+    return f"{'<' if test == 'below' else '>'} {fmt_g(bound)}"
 
 
 def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: float = 0.95,
@@ -377,17 +372,6 @@ def counts(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ LaTeX
-def _tex(s: str) -> str:
-    s = str(s)
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                 ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
-        s = s.replace(a, b)
-    return (s.replace("µ", r"\textmu{}").replace("≈", r"$\approx$").replace("≥", r"$\geq$")
-            .replace("≤", r"$\leq$").replace("×", r"$\times$").replace("→", r"$\to$").replace("−", "-")
-            .replace("–", "--").replace("≪", r"$\ll$").replace("³", r"\textsuperscript{3}")
-            .replace("½", "1/2").replace("¼", "1/4").replace("±", r"$\pm$"))
-
-
 def macro_name(cid: str) -> str:
     return cid.replace("-", "")
 
@@ -404,8 +388,8 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
                 thr = r["threshold"].replace("<", "$<$").replace(">", "$>$")
                 out.append(f"\\@namedef{{hvclaimthr@{cid}@{int(r['check'])}}}{{{thr}}}\n")
             if pd.notna(r.get("median")):
-                out.append(f"\\@namedef{{hvclaimval@{cid}@{int(r['check'])}}}{{{_num(r['median'])} "
-                           f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]{(' ' + _tex(r['unit'])) if r['unit'] else ''}}}\n")
+                out.append(f"\\@namedef{{hvclaimval@{cid}@{int(r['check'])}}}{{{fmt_g(r['median'])} "
+                           f"[{fmt_g(r['ci_low'])}, {fmt_g(r['ci_high'])}]{(' ' + tex(r['unit'])) if r['unit'] else ''}}}\n")
     counts_t = counts(verdicts)
     for v in VERDICTS:
         n = int(counts_t[v].sum()) if v in counts_t else 0
@@ -438,18 +422,18 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
         for cid, c in g.groupby("claim", sort=False):
             first = c.iloc[0]
             if first["claim_verdict"] == "not testable":
-                check = f"\\emph{{{_tex(first['reason'])}}}"
+                check = f"\\emph{{{tex(first['reason'])}}}"
             else:
                 parts = []
                 for _, r in c.iterrows():
                     if pd.notna(r["median"]):
-                        parts.append(f"{_tex(r['quantity'])}: {_num(r['median'])} [{_num(r['ci_low'])}, "
-                                     f"{_num(r['ci_high'])}]{(' ' + _tex(r['unit'])) if r['unit'] else ''} "
-                                     f"{_tex(r['threshold'])}{DAGGER if r['tcg'] else ''}: {r['verdict']}")
+                        parts.append(f"{tex(r['quantity'])}: {fmt_g(r['median'])} [{fmt_g(r['ci_low'])}, "
+                                     f"{fmt_g(r['ci_high'])}]{(' ' + tex(r['unit'])) if r['unit'] else ''} "
+                                     f"{tex(r['threshold'])}{DAGGER if r['tcg'] else ''}: {r['verdict']}")
                     else:
-                        parts.append(f"{_tex(r['quantity'])}: \\emph{{{_tex(r['reason'])}}}")
+                        parts.append(f"{tex(r['quantity'])}: \\emph{{{tex(r['reason'])}}}")
                 check = "; ".join(parts)
-            lines.append(f"{cid} & {_tex(first['statement'])} ({_tex(first['reported'])}) & {check} & "
+            lines.append(f"{cid} & {tex(first['statement'])} ({tex(first['reported'])}) & {check} & "
                          f"\\textbf{{{first['claim_verdict']}}} \\\\\n")
         if several:
             lines.append("\\midrule\n")

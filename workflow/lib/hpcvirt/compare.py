@@ -14,9 +14,8 @@ import pandas as pd
 
 from . import stats
 from .analysis import normalize_units
-from .reference import latex_escape
+from .labels import fmt_g, latex_escape, unit_tex
 
-MICRO = "\\textmu{}s"
 HEAD = "\\toprule testbed & benchmark & MPI, path & ranks & metric & archive & this campaign & agree \\\\ \\midrule\n"
 CONFIG = ["testbed", "benchmark", "variant", "mpi", "interconnect", "ranks", "placement"]
 
@@ -52,10 +51,6 @@ def compare(new: pd.DataFrame, archive: pd.DataFrame, latency_bytes: int = 8, le
     return pd.DataFrame(rows)
 
 
-def _n(x: float) -> str:
-    return f"{x:.3g}"
-
-
 def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame, new: str,
         archive: str, sentences: list[str] | None = None) -> str:
     """The section; empty when the campaign is the archive.  ``sentences``:
@@ -77,8 +72,8 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
         for r in metrics.itertuples():
             out.append(f"{latex_escape(r.testbed)} & {latex_escape(r.benchmark)} {latex_escape(r.variant)} & "
                        f"{latex_escape(r.mpi)} {latex_escape(r.interconnect)} & {latex_escape(r.ranks)} & "
-                       f"{latex_escape(r.what)} [{MICRO if r.unit == 'us' else latex_escape(r.unit)}] & {_n(r.archive)} [{_n(r.archive_lo)}, "
-                       f"{_n(r.archive_hi)}] & {_n(r.new)} [{_n(r.new_lo)}, {_n(r.new_hi)}] & "
+                       f"{latex_escape(r.what)} [{unit_tex(r.unit)}] & {fmt_g(r.archive)} [{fmt_g(r.archive_lo)}, "
+                       f"{fmt_g(r.archive_hi)}] & {fmt_g(r.new)} [{fmt_g(r.new_lo)}, {fmt_g(r.new_hi)}] & "
                        f"{'yes' if r.agree else 'no'} \\\\\n")
         out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     va = verdicts_archive.drop_duplicates("claim").set_index("claim")["claim_verdict"]

@@ -40,6 +40,7 @@ import pandas as pd
 
 from . import stats, yamlio
 from .analysis import normalize_units
+from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, fmt_axis, tex
 from .claims import SELECT_KEYS, ClaimError, _leaves, _per_rep, _rows
 
 LAYOUTS = ("sweep", "bars")
@@ -247,26 +248,21 @@ def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: floa
 def bars_table_tex(bars: pd.DataFrame, drawing: dict, label: str, caption: str) -> str:
     """The numbers of a bar drawing as a LaTeX table: per group, the reported
     values and ours (median and CI, n rounds)."""
-    from .reference import latex_escape
-
-    def t(x) -> str:
-        return latex_escape(str(x)).replace("×", "$\\times$").replace("µ", "\\textmu{}")
-
-    comp = {"~": "$\\approx$ ", "<": "$<$ ", ">": "$>$ ", "up_to": "up to ", "<=": "$\\leq$ ", ">=": "$\\geq$ "}
     lines = ["\\begin{center}\\small\n\\begin{longtable}{@{}p{0.3\\linewidth}p{0.42\\linewidth}r@{}}\n",
              f"\\caption{{{caption}}}\\label{{{label}}}\\\\\n",
-             f"\\toprule set-up or group & reported by the study / ours & value [{t(drawing['unit'])}] \\\\ "
+             f"\\toprule set-up or group & reported by the study / ours & value [{tex(drawing['unit'])}] \\\\ "
              "\\midrule\n\\endfirsthead\n\\toprule set-up or group & reported / ours & value \\\\ \\midrule\n\\endhead\n"]
     for g, rows in bars.groupby("group", sort=False):
         for i, r in enumerate(rows.itertuples()):
-            name = t(g) if i == 0 else ""
+            name = tex(g) if i == 0 else ""
             if r.source == "reported":
-                what, val = f"reported: {t(r.label.removeprefix('reported: '))}", comp.get(r.comparator, "") + _fmt(r.value)
+                what = f"reported: {tex(r.label.removeprefix('reported: '))}"
+                val = f"{COMPARATOR_TEX.get(r.comparator, '')} {fmt_axis(r.value)}".lstrip()
             elif r.missing:
-                what, val = f"ours: {t(r.label)}", t(r.missing)
+                what, val = f"ours: {tex(r.label)}", tex(r.missing)
             else:
-                what = f"ours: {t(r.label)}"
-                val = f"{_fmt(r.value)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}], n={int(r.n)}"
+                what = f"ours: {tex(r.label)}"
+                val = f"{fmt_axis(r.value)} [{fmt_axis(r.ci_low)}, {fmt_axis(r.ci_high)}], n={int(r.n)}"
             lines.append(f"{name} & {what} & {val} \\\\\n")
         if not (rows["source"] == "ours").any():
             lines.append(" & ours: no counterpart on this machine & -- \\\\\n")
@@ -276,10 +272,6 @@ def bars_table_tex(bars: pd.DataFrame, drawing: dict, label: str, caption: str) 
 
 # ------------------------------------------------------------------ drawing
 REF_COLOR = "0.35"
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, row: dict, benchmarks, palette):
@@ -304,7 +296,7 @@ def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, ro
         ref_handles = []
         for k, (_, r) in enumerate(ls.iterrows()):
             comp = {"~": "≈ ", "<": "< ", "up_to": "up to ", ">=": "≥ ", "=": ""}.get(r["comparator"], "")
-            val = f"{_fmt(r['low'])}–{_fmt(r['high'])}" if r["high"] > r["low"] else _fmt(r["low"])
+            val = f"{fmt_axis(r['low'])}–{fmt_axis(r['high'])}" if r["high"] > r["low"] else fmt_axis(r["low"])
             label = f"reported, {r['what']}: {comp}{val} {unit}"
             if r["high"] > r["low"]:
                 ref_handles.append(ax.axhspan(r["low"], r["high"], facecolor="0.6", alpha=0.35, hatch="////",
@@ -373,7 +365,7 @@ def draw(drawing: dict, study: str, summary: pd.DataFrame, tidy: pd.DataFrame, r
                     ax.bar(x, r["value"], 0.8, color="white", edgecolor=REF_COLOR, hatch="///",
                            label="reported by the study" if "rep" not in seen else None)
                     seen.add("rep")
-                    text = ({"~": "≈", "<": "<", "up_to": "≤", ">": ">"}.get(r["comparator"], "") + _fmt(r["value"]))
+                    text = COMPARATOR_TEXT.get(r["comparator"], "") + fmt_axis(r["value"])
                 elif r["missing"]:
                     ax.text(x, 0, "not\nmeasured", ha="center", va="bottom", fontsize=5.5, color="0.3")
                     text = ""
@@ -383,7 +375,7 @@ def draw(drawing: dict, study: str, summary: pd.DataFrame, tidy: pd.DataFrame, r
                     seen.add(r["label"])
                     ax.errorbar(x, r["value"], yerr=[[r["value"] - r["ci_low"]], [r["ci_high"] - r["value"]]],
                                 color="black", lw=0.8, capsize=2)
-                    text = _fmt(r["value"])
+                    text = fmt_axis(r["value"])
                 if text:
                     top = r["ci_high"] if r["source"] == "ours" else r["value"]
                     ax.annotate(text, (x, top), xytext=(0, 2), textcoords="offset points", ha="center",

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .labels import latex_escape
+
 #: The five studies, in the order the paper introduces them.  The file
 #: ``<study>.csv`` holds the study's rows; the key is also its BibTeX key.
 STUDIES: tuple[str, ...] = (
@@ -34,20 +36,6 @@ POINT_TO_POINT_METRICS: frozenset[str] = frozenset({"latency_us", "bandwidth_gbp
 
 #: Raw TCP stream benchmarks whose bandwidth tables (nanos2010) go into the table.
 STREAM_BENCHMARKS: frozenset[str] = frozenset({"netperf", "iperf"})
-
-_LATEX_SPECIALS: dict[str, str] = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
-_LATEX_RE = re.compile("|".join(re.escape(c) for c in _LATEX_SPECIALS))
 
 _METRIC_LABELS: dict[str, str] = {
     "latency_us": r"lat.\ ($\mu$s)",
@@ -101,11 +89,6 @@ _COMPARATOR_PREFIX: dict[str, str] = {
 
 # "Netperf table (col node3)" -> base "Netperf table", column "node3"
 _COL_RE = re.compile(r"^(?P<base>.*?)\s*\(col (?P<col>[^)]*)\)\s*$")
-
-
-def latex_escape(text: object) -> str:
-    """Escape the LaTeX special characters of ``text`` (``str()`` of it)."""
-    return _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], str(text))
 
 
 def load_reference(directory: str | Path) -> pd.DataFrame:

@@ -31,7 +31,7 @@ from typing import Callable
 import pandas as pd
 
 from . import stats
-from .analysis import datapath_label
+from .labels import datapath_label
 from .benchmarks.openfoam import end_time_of
 
 BENCHMARK = "openfoam-dambreak"

@@ -18,7 +18,7 @@ import yaml
 
 from . import redraw, yamlio
 from .claims import STUDIES, tex_table
-from .reference import latex_escape
+from .labels import COMPARATOR_TEX, latex_escape, tex
 
 NAMES = {"exposito2012": "Exp\\'osito et al. (2012)", "nanos2010": "Nanos et al. (2010)",
          "atif2016": "Atif et al. (2016)", "ramakrishnan2011": "Ramakrishnan et al. (2011)",
@@ -112,13 +112,9 @@ def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set
 
 def _value(r) -> str:
     v = latex_escape(r["value"])
-    comp = {"=": "", "~": "$\\approx$", "<": "$<$", ">": "$>$", "<=": "$\\leq$", ">=": "$\\geq$",
-            "up_to": "up to"}.get(r["comparator"], latex_escape(r["comparator"]))
+    comp = COMPARATOR_TEX.get(r["comparator"], None)
+    comp = latex_escape(r["comparator"]) if comp is None else comp
     return f"{comp} {v}".strip()
-
-
-def _tex(s: str) -> str:
-    return latex_escape(s).replace("µ", "\\textmu{}").replace("×", "$\\times$")
 
 
 def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.DataFrame, verdicts: pd.DataFrame,
@@ -134,8 +130,8 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
                f"them.}}\\label{{tab:testbeds-{study}}}\\\\\n"
                "\\toprule its testbed & virtualization & interconnect & our counterpart \\\\ \\midrule\n")
     for r in tb.itertuples():
-        out.append(f"{_tex(r.testbed_name_as_in_paper)} & {_tex(r.virtualization)} & {_tex(r.interconnect)} & "
-                   f"{_tex(rmap[study]['testbeds'][r.testbed_id])} \\\\\n")
+        out.append(f"{tex(r.testbed_name_as_in_paper)} & {tex(r.virtualization)} & {tex(r.interconnect)} & "
+                   f"{tex(rmap[study]['testbeds'][r.testbed_id])} \\\\\n")
     out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     # figures
     out.append("\\begin{center}\\small\n\\begin{longtable}{@{}p{0.3\\linewidth}p{0.14\\linewidth}"
@@ -145,7 +141,7 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
                "\\toprule its figure or table & status & ours \\\\ \\midrule\n")
     for fig, kind in figures_of(study, ref, figs):
         status, text = figure_status(study, fig, kind, rmap, available)
-        out.append(f"{_tex(fig)} & {status} & {text} \\\\\n")
+        out.append(f"{tex(fig)} & {status} & {text} \\\\\n")
     out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     # its figures redrawn with the values it reports
     for fig, d in ((k, d) for k, f in rmap[study]["figures"].items() for d in f.get("redraw", ())):
@@ -154,7 +150,7 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
                "hypervisor." if tidy is not None and redraw.uses_tcg(d, tidy) else "")
         out.append("\\begin{figure}[tbp]\n\\centering\n"
                    f"\\includegraphics[width=\\linewidth]{{{name}.pdf}}\n"
-                   f"\\caption{{{NAMES[study]}, {_tex(fig)} redrawn: {_tex(d['title'])}. Grey (dashed lines, "
+                   f"\\caption{{{NAMES[study]}, {tex(fig)} redrawn: {tex(d['title'])}. Grey (dashed lines, "
                    f"shaded ranges, hatched bars, marked \\emph{{reported}}): the values the study reports "
                    f"(\\texttt{{data/reference/{study}.csv}}); in colour: this campaign's medians over its rounds "
                    f"with their confidence intervals.{tcg} Redraw: \\texttt{{make figure FIGURE={name}}}.}}"
@@ -162,7 +158,7 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
         if d["layout"] == "bars" and tidy is not None:
             out.append(redraw.bars_table_tex(
                 redraw.bar_values(tidy, ref, d), d, f"tab:{name}",
-                f"{NAMES[study]}, {_tex(fig)}: the numbers of Fig.~\\ref{{fig:{name}}} (ours: median and "
+                f"{NAMES[study]}, {tex(fig)}: the numbers of Fig.~\\ref{{fig:{name}}} (ours: median and "
                 f"confidence interval over the rounds; ratios paired by round)."))
     # every value it reports
     rows = ref[ref["study"] == study]
@@ -177,8 +173,8 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
         q, unit = unit_of(r["metric"])
         where = ", ".join(x for x in (f"{r['message_size_bytes']} B" if r["message_size_bytes"] else "",
                                       r["processes_or_cores"]) if x)
-        out.append(f"{_tex(r['row_id'].rsplit('-', 1)[-1])} & {_tex(r['figure_or_table'])} & {_tex(r['testbed'])} & "
-                   f"{_tex(q)}{(' [' + _tex(unit) + ']') if unit else ''} & {_tex(where)} & {_value(r)} \\\\\n")
+        out.append(f"{tex(r['row_id'].rsplit('-', 1)[-1])} & {tex(r['figure_or_table'])} & {tex(r['testbed'])} & "
+                   f"{tex(q)}{(' [' + tex(unit) + ']') if unit else ''} & {tex(where)} & {_value(r)} \\\\\n")
     out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     # its claims
     out.append(tex_table(verdicts[verdicts["study"] == study], label=f"tab:claims-{study}",

@@ -1,0 +1,211 @@
+"""Labels, units, escaping and number formatting: the one module the paper's
+macros and tables, the figures, the claims and the study redraws take them
+from, so that a data path or an MPI library is called the same everywhere
+and a number is written the same way in every table.
+
+Nothing here names a benchmark: a benchmark's own display name is part of
+its declaration (:mod:`hpcvirt.benchmarks`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# ------------------------------------------------------------------ labels
+#: MPI libraries by the tidy column ``mpi`` (``none``: a raw TCP tool).
+MPI_LABEL = {"openmpi": "Open MPI", "mpich": "MPICH", "none": "raw TCP (qperf)"}
+#: Data paths by the tidy column ``interconnect``.
+PATH_LABEL = {"shm": "shared memory", "tcp-loopback": "TCP loopback", "tcp": "TCP"}
+#: The same paths as part of a macro name (``tcp`` is the network).
+PATH_KEY = {"shm": "Shm", "tcp-loopback": "Tcp", "tcp": "Net"}
+#: Container runtimes by the suffix of the virtualization label
+#: (``none+charliecloud``); the bare host is ``none``.
+RUNTIME_LABEL = {"none": "bare host", "charliecloud": "Charliecloud", "apptainer": "Apptainer"}
+#: Process placements of the stencil.
+PLACEMENT_LABEL = {"intra-node": "intra-node", "mixed": "mixed", "inter-node": "inter-node"}
+#: Data paths of the streams and data-path experiments in the order they are
+#: shown: the baseline without a network, the software switch, the direct
+#: path, the tunnels (rate-limited links follow their path).
+DATAPATH_ORDER = ("loopback", "bridge", "direct (macvlan)", "VXLAN tunnel", "GRE tunnel")
+#: What a testbed's link field names (``macvlan, rate 1gbit``), as shown.
+_LINK_PATH = {"macvlan": "direct (macvlan)", "vxlan": "VXLAN tunnel", "gretap": "GRE tunnel",
+              "macvtap": "guests, direct (macvtap)"}
+#: Comparators of the studies' reported values (reference CSVs), in LaTeX.
+COMPARATOR_TEX = {"=": "", "": "", "~": "$\\approx$", "<": "$<$", ">": "$>$", "<=": "$\\leq$", ">=": "$\\geq$",
+                  "up_to": "up to"}
+#: The same as plain text, on figures.
+COMPARATOR_TEXT = {"~": "≈", "<": "<", "up_to": "≤", ">": ">", "<=": "≤", ">=": "≥"}
+
+
+def path_label(interconnect) -> str:
+    return PATH_LABEL.get(interconnect, interconnect)
+
+
+def path_key(interconnect: str) -> str:
+    """A data path as part of a macro name (``shm`` -> ``Shm``)."""
+    return PATH_KEY.get(interconnect, None) or camel(interconnect)
+
+
+def is_vm(virtualization) -> bool:
+    """Whether a tidy row's virtualization label is a guest's (``qemu-tcg``, ``qemu-kvm``)."""
+    return str(virtualization).startswith("qemu")
+
+
+def is_emulated(virtualization) -> bool:
+    """Whether the guests ran under software emulation (their numbers measure the emulator)."""
+    return str(virtualization).startswith("qemu-tcg")
+
+
+def runtime_of(virtualization) -> str:
+    """``none`` -> ``none``; ``none+apptainer`` -> ``apptainer``."""
+    v = str(virtualization)
+    return v.split("+", 1)[1] if "+" in v else v
+
+
+def testbed_label(testbed: str, virtualization: str | None) -> str:
+    """The testbed name, with its virtualization (for VMs: the accelerator)."""
+    if virtualization and virtualization != "none":
+        return f"{testbed} ({virtualization})"
+    return testbed
+
+
+def rate_label(link_part: str) -> str:
+    """``rate 1gbit`` -> ``1 Gbit/s``."""
+    return link_part.replace("rate ", "").replace("gbit", " Gbit/s").replace("mbit", " Mbit/s")
+
+
+def interconnect_class(virtualization: str, interconnect: str, link: str | None) -> str:
+    """The interconnect class a configuration stands for, from its tidy
+    columns: ``shared memory``, ``TCP loopback``, ``bridge, 1 Gbit/s``,
+    ``guests (TCG)``, ..."""
+    v, link = str(virtualization), (link if isinstance(link, str) else "")
+    if v == "none":
+        return {"shm": "shared memory", "tcp-loopback": "TCP loopback"}.get(interconnect, interconnect)
+    where = "guests" if is_vm(v) else "bridge" if v == "netns-bridge" else v
+    rate = rate_label(link) if link else ""
+    return f"{where}, {rate}" if rate else (f"{where} (TCG)" if is_emulated(v) else where)
+
+
+def datapath_label(virtualization, link) -> str:
+    """``loopback`` (one namespace, no network), ``bridge``, ``direct
+    (macvlan)``, ``VXLAN tunnel``, ``guests`` (bridged), ``guests, direct
+    (macvtap)``, each with ``, <rate>`` when the link is limited (``bridge,
+    1 Gbit/s``)."""
+    v, link = str(virtualization), (link if isinstance(link, str) else "")
+    if v.startswith("none"):
+        return "loopback"
+    parts = [p.strip() for p in link.split(",") if p.strip()]
+    where = next((_LINK_PATH[p] for p in parts if p in _LINK_PATH), "guests" if is_vm(v) else "bridge")
+    return ", ".join([where, *(rate_label(p) for p in parts if p.startswith("rate "))])
+
+
+# ------------------------------------------------------------------ LaTeX
+_LATEX_SPECIALS: dict[str, str] = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+_LATEX_RE = re.compile("|".join(re.escape(c) for c in _LATEX_SPECIALS))
+_SYMBOLS = {"µ": r"\textmu{}", "×": r"$\times$", "≈": r"$\approx$", "≥": r"$\geq$", "≤": r"$\leq$",
+            "→": r"$\to$", "−": "-", "–": "--", "≪": r"$\ll$", "³": r"\textsuperscript{3}", "½": "1/2", "¼": "1/4",
+            "±": r"$\pm$"}
+
+
+def latex_escape(text: object) -> str:
+    """Escape the LaTeX special characters of ``text`` (``str()`` of it)."""
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], str(text))
+
+
+def tex(text: object) -> str:
+    """``latex_escape`` and the symbols of the studies' and claims' texts
+    (µ, ×, ≈, ≥, ≤, →, ≪, ±, ³, ½, ¼, the minus sign and the en dash) as LaTeX."""
+    s = latex_escape(text)
+    for a, b in _SYMBOLS.items():
+        s = s.replace(a, b)
+    return s
+
+
+NUMBER_WORDS = {0: "Zero", 1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight",
+                9: "Nine", 10: "Ten", 16: "Sixteen", 40: "Forty", 100: "Hundred"}
+
+
+def digit_words(n: int) -> str:
+    """A whole number digit by digit in words (``16`` -> ``OneSix``)."""
+    return "".join(NUMBER_WORDS[int(c)] for c in str(int(n)))
+
+
+def camel(word: str) -> str:
+    """A name as part of a LaTeX macro name: words capitalised, numbers in
+    words (``bridge-10g`` -> ``BridgeTenG``)."""
+    parts = re.findall(r"[A-Za-z]+|[0-9]+", str(word))
+    parts = [NUMBER_WORDS.get(int(p), digit_words(p)) if p.isdigit() else p for p in parts]
+    out = "".join(p[:1].upper() + p[1:].lower() for p in parts)
+    if not re.fullmatch(r"[A-Za-z]+", out):
+        raise ValueError(f"{word!r} cannot become part of a LaTeX macro name")
+    return out
+
+
+def macro(name: str, value: str) -> str:
+    if not re.fullmatch(r"hv[A-Za-z]+", name):
+        raise ValueError(f"bad macro name {name!r}")
+    return f"\\newcommand{{\\{name}}}{{{value}}}\n"
+
+
+# ------------------------------------------------------------------ numbers
+def fmt(x: float, digits: int = 3) -> str:
+    """Significant digits, no exponent for the ranges we report (the paper's numbers)."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if x == 0:
+        return "0"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:.{decimals}f}"
+
+
+def fmt_ci(v: float, lo: float, hi: float) -> str:
+    """``median [low, high]`` with :func:`fmt`."""
+    return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def fmt_g(x: float) -> str:
+    """Three significant digits, an exponent beyond 10^5 (the claims' values and bounds)."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.3e}"
+
+
+def fmt_axis(x: float) -> str:
+    """A value written on a figure: whole numbers from 100 on, else three significant digits."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def fmt_bytes(n: int) -> str:
+    """A message size in LaTeX (``8\\,B``, ``4\\,KiB``, ``1\\,MiB``)."""
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}\\,{unit}"
+    return f"{n}\\,B"
+
+
+def reported(x) -> str:
+    """A reported number as written (``"NA"`` and empty as a dash)."""
+    s = str(x).strip()
+    return "--" if s in ("", "NA", "nan") else latex_escape(s)
+
+
+#: Bandwidth units to Gbit/s.
+TO_GBITS = {"Mbit/s": 1e-3, "MB/s": 8e-3, "Gbit/s": 1.0}
+#: Units as LaTeX.
+UNIT_TEX = {"us": "\\textmu{}s", "MB/s": "MB/s", "Gbit/s": "Gbit/s", "s": "s", "Mop/s": "Mop/s"}
+
+
+def unit_tex(unit) -> str:
+    return UNIT_TEX.get(unit, None) or latex_escape(unit)
