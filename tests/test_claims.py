@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt import claims, provenance
+from hpcvirt import claims, provenance, query
 from hpcvirt.config import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,9 +306,9 @@ def _sweep(knee_at: int, top_log2: int = 26, testbed: str = "local") -> pd.DataF
 def test_the_knee_is_where_the_value_drops_for_good():
     one = _sweep(2 ** 23)
     one = one[one["rep"] == 1]
-    assert claims.knee(one, 0.2) == 2 ** 23                   # the 4 KiB dip recovers: not the knee
-    assert claims.knee(_sweep(2 ** 40).query("rep == 1"), 0.2) == float("inf")     # never drops
-    assert claims.knee(one, 0.7) == float("inf")              # a 60 % drop is not a 70 % one
+    assert query.knee(one, 0.2) == 2 ** 23                   # the 4 KiB dip recovers: not the knee
+    assert query.knee(_sweep(2 ** 40).query("rep == 1"), 0.2) == float("inf")     # never drops
+    assert query.knee(one, 0.7) == float("inf")              # a 60 % drop is not a 70 % one
 
 
 @pytest.mark.parametrize("knee_at, l3, top, verdict, reason", [

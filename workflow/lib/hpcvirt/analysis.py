@@ -14,6 +14,7 @@ import pandas as pd
 
 from . import stats
 from .benchmarks import REGISTRY, Application
+from .query import per_round_at
 from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, interconnect_class, is_vm, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
@@ -93,17 +94,6 @@ def host_summary(prov_paths: list[str]) -> dict:
     }
 
 
-def _per_rep(df: pd.DataFrame, sel: dict, metric: str, msg_bytes: int | None) -> pd.Series:
-    """Per repetition: latency at msg_bytes, or peak (max over sizes) bandwidth."""
-    d = df[df["metric"] == metric]
-    for k, v in sel.items():
-        d = d[d[k] == v]
-    if metric == "latency":
-        d = d[d["msg_bytes"] == msg_bytes]
-        return d.groupby("rep")["value"].median()
-    return d.groupby("rep")["value"].max()
-
-
 def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, latency_bytes: int = 8,
                     level: float = 0.95) -> dict | None:
     """Overhead of ``subject`` over ``reference`` from repetitions paired by round.
@@ -115,11 +105,12 @@ def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, laten
     """
     df = normalize_units(tidy)
     out = {}
-    lat_s, lat_r = _per_rep(df, subject, "latency", latency_bytes), _per_rep(df, reference, "latency", latency_bytes)
+    lat, bw = df[df["metric"] == "latency"], df[df["metric"] == "bandwidth"]
+    lat_s, lat_r = per_round_at(lat, subject, latency_bytes), per_round_at(lat, reference, latency_bytes)
     both = lat_s.index.intersection(lat_r.index)
     if len(both):
         out["lat_diff"] = stats.median_ci((lat_s[both] - lat_r[both]).to_numpy(), level)
-    bw_s, bw_r = _per_rep(df, subject, "bandwidth", None), _per_rep(df, reference, "bandwidth", None)
+    bw_s, bw_r = per_round_at(bw, subject, None), per_round_at(bw, reference, None)
     both = bw_s.index.intersection(bw_r.index)
     if len(both):
         out["bw_ratio"] = stats.median_ci((bw_s[both] / bw_r[both]).to_numpy(), level)
@@ -422,16 +413,6 @@ CONTAINER_P2P = (("netpipe", ("netpipe", None, "latency"), ("netpipe", None, "ba
                  ("osu", ("osu_latency", None, "latency_avg"), ("osu_bw", None, "bandwidth")))
 
 
-def _per_rep_of(d: pd.DataFrame, sel: dict, msg_bytes: int | None) -> pd.Series:
-    """Per repetition of rows of one metric: the value at ``msg_bytes``, or
-    with None the largest over the sizes (peak bandwidth)."""
-    for k, v in sel.items():
-        d = d[d[k] == v]
-    if msg_bytes is not None:
-        return d[d["msg_bytes"] == msg_bytes].groupby("rep")["value"].median()
-    return d.groupby("rep")["value"].max()
-
-
 def container_ratios(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float = 0.95) -> pd.DataFrame:
     """Every container testbed against the bare host (virtualization ``none``)
     on the same benchmark, MPI and path, paired by interleaved round (rep r of
@@ -464,7 +445,7 @@ def container_ratios(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float
                 if bare["testbed"].nunique() != 1:
                     continue
                 for (rt, tb), c in g[g["runtime"] != "none"].groupby(["runtime", "testbed"], sort=True):
-                    add(_per_rep_of(c, sel, size), _per_rep_of(bare, sel, size),
+                    add(per_round_at(c, sel, size), per_round_at(bare, sel, size),
                         runtime=rt, testbed=tb, reference=bare["testbed"].iloc[0], benchmark=name,
                         variant=variant or "", mpi=mpi, interconnect=path, ranks=2,
                         metric="latency" if kind == "latency" else "peak_bandwidth",

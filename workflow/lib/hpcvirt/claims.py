@@ -47,12 +47,11 @@ import yaml
 
 from . import stats, yamlio
 from .labels import fmt_g, tex
+from .query import SELECT_KEYS, QueryError, leaves, per_round, select
 from .analysis import normalize_units
 
 VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
 STUDIES = ("exposito2012", "nanos2010", "atif2016", "ramakrishnan2011", "richter2015")
-SELECT_KEYS = {"testbed", "virtualization", "benchmark", "mpi", "interconnect", "variant", "ranks", "nodes",
-               "placement", "metric", "at"}
 CHECK_KINDS = ("value", "ratio", "difference", "spread")
 CACHES = ("L1d", "L2", "L3")
 ID_RE = re.compile(r"^\| ((?:EXP|NAN|ATI|RAM|RIC)-\d+) \|", re.M)
@@ -187,63 +186,9 @@ def _check(path, where: str, c) -> dict:
 
 
 # ------------------------------------------------------------------ evaluation
-def _rows(tidy: pd.DataFrame, sel: dict) -> pd.DataFrame:
-    d = tidy
-    for k, v in sel.items():
-        if k == "at":
-            continue
-        d = d[d[k].map(str) == str(v)]
-    return d
-
-
-def _per_rep(tidy: pd.DataFrame, sel: dict) -> pd.Series:
-    """One value per round (rep) of the selected configuration (or ratio of two)."""
-    if "ratio" in sel:
-        num, den = (_per_rep(tidy, x) for x in sel["ratio"])
-        both = num.index.intersection(den.index)
-        return num[both] / den[both]
-    d = _rows(tidy, sel)
-    if d.empty:
-        return pd.Series(dtype=float)
-    configs = sorted(d["run_id"].str.rsplit("/", n=1).str[0].unique())
-    if len(configs) > 1:
-        raise ClaimError(f"selector {sel} matches {len(configs)} configurations {configs}; narrow it")
-    at = sel.get("at")
-    if at == "smallest":
-        d = d[d["msg_bytes"] == d["msg_bytes"].min()]
-    elif at == "peak":
-        return d.groupby("rep")["value"].max()
-    elif isinstance(at, dict):
-        return d.groupby("rep")[["msg_bytes", "value"]].apply(lambda g: knee(g, at["knee"]))
-    elif at is not None:
-        d = d[d["msg_bytes"] == at]
-    if d.groupby("rep").size().max() > 1:
-        raise ClaimError(f"selector {sel} matches {d.groupby('rep').size().max()} rows per round; narrow it")
-    return d.groupby("rep")["value"].first()
-
-
-def knee(sweep: pd.DataFrame, drop: float) -> float:
-    """The smallest message size from which the value stays below (1 - drop)
-    times its maximum over all smaller sizes, to the end of the sweep
-    (``inf`` when it never falls that far)."""
-    d = sweep.dropna(subset=["msg_bytes"]).sort_values("msg_bytes")
-    sizes, vals = d["msg_bytes"].to_numpy(dtype=float), d["value"].to_numpy(dtype=float)
-    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], vals[:-1]]))
-    low = vals < (1 - drop) * best_before
-    # from the end: the longest tail of sizes that are all below their threshold
-    tail = len(low)
-    while tail > 0 and low[tail - 1]:
-        tail -= 1
-    return float(sizes[tail]) if tail < len(low) else float("inf")
-
-
 def _sweep_end(tidy: pd.DataFrame, sel: dict) -> float:
-    d = _rows(tidy, sel)
+    d = select(tidy, sel)
     return float(d["msg_bytes"].max()) if len(d) else float("nan")
-
-
-def _leaves(sels) -> list[dict]:
-    return [leaf for s in sels for leaf in (_leaves(s["ratio"]) if "ratio" in s else [s])]
 
 
 def _quantity(tidy: pd.DataFrame, check: dict, caches: dict | None = None
@@ -254,14 +199,14 @@ def _quantity(tidy: pd.DataFrame, check: dict, caches: dict | None = None
         return values, missing, virt
     per, ref, unit = check.get("per"), 1.0, "B"
     if per:
-        testbeds = sorted({str(t) for sel in _leaves(check["selectors"]) for t in _rows(tidy, sel)["testbed"]})
+        testbeds = sorted({str(t) for sel in leaves(check["selectors"]) for t in select(tidy, sel)["testbed"]})
         sizes = {(caches or {}).get(t, {}).get(per["cache"]) for t in testbeds}
         if len(sizes) != 1 or None in sizes:
             return None, (f"the campaign's provenance gives no single {per['cache']} size for testbed(s) "
                           f"{', '.join(testbeds)}"), virt
         ref, unit = sizes.pop() * per["times"], f"x {per['times']:g} {per['cache']}"
     top = float(np.max(check["bound"]))
-    for sel in _leaves(check["selectors"]):
+    for sel in leaves(check["selectors"]):
         end = _sweep_end(tidy, sel)
         if isinstance(sel.get("at"), dict) and not end >= top * ref:
             # a knee beyond the sweep would look like no knee at all
@@ -272,10 +217,10 @@ def _quantity(tidy: pd.DataFrame, check: dict, caches: dict | None = None
 
 def _raw_quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, str | None, set]:
     virt = set()
-    for sel in _leaves(check["selectors"]):
-        virt |= set(_rows(tidy, sel)["virtualization"].astype(str))
+    for sel in leaves(check["selectors"]):
+        virt |= set(select(tidy, sel)["virtualization"].astype(str))
     if check["kind"] == "spread":
-        d = _rows(tidy, check["selectors"][0])
+        d = select(tidy, check["selectors"][0])
         if check["selectors"][0].get("at") == "smallest":
             d = d[d["msg_bytes"] == d["msg_bytes"].min()]
         if d.empty:
@@ -284,7 +229,7 @@ def _raw_quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, s
         g = d.groupby(key)["value"]
         cv = (g.std(ddof=1) / g.mean()).dropna()
         return (cv.to_numpy() if len(cv) else None), (None if len(cv) else "fewer than two rounds"), virt
-    series = [_per_rep(tidy, s) for s in check["selectors"]]
+    series = [per_round(tidy, s) for s in check["selectors"]]
     for s, sel in zip(series, check["selectors"]):
         if s.empty:
             return None, f"no rows for {sel}", virt
@@ -333,7 +278,7 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
         for j, chk in enumerate(c.checks, 1):
             try:
                 values, missing, virt = _quantity(tidy, chk, caches)
-            except ClaimError as exc:
+            except (ClaimError, QueryError) as exc:
                 raise ClaimError(f"claim {c.id}, check {j}: {exc}") from None
             row = dict(base, check=j, quantity=chk["quantity"], unit=chk["unit"],
                        threshold=threshold_text(chk["test"], chk["bound"]),

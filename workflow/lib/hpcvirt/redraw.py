@@ -41,7 +41,7 @@ import pandas as pd
 from . import stats, yamlio
 from .analysis import normalize_units
 from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, fmt_axis, tex
-from .claims import SELECT_KEYS, ClaimError, _leaves, _per_rep, _rows
+from .query import SELECT_KEYS, QueryError, leaves, per_round, select
 
 LAYOUTS = ("sweep", "bars")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -167,7 +167,7 @@ def pdf_names(directory) -> list[str]:
 # ------------------------------------------------------------------ data
 def _tcg(tidy: pd.DataFrame, sels) -> bool:
     """Whether the rows of these selectors (ratios: their parts) include guests under TCG."""
-    return any(_rows(tidy, x)["virtualization"].astype(str).str.contains("qemu-tcg").any() for x in _leaves(sels))
+    return any(select(tidy, x)["virtualization"].astype(str).str.contains("qemu-tcg").any() for x in leaves(sels))
 
 
 def _bar_selector(s: dict) -> dict:
@@ -184,7 +184,7 @@ def uses_tcg(drawing: dict, tidy: pd.DataFrame) -> bool:
 
 def sweep_rows(summary: pd.DataFrame, ours: dict, benchmarks) -> pd.DataFrame:
     """Our curves of one sweep row: median and CI per size, series and metric."""
-    d = _rows(summary, ours)
+    d = select(summary, ours)
     d = d[d["benchmark"].isin(benchmarks) & d["metric"].isin(["latency", "latency_avg", "bandwidth"])].copy()
     d["metric"] = d["metric"].replace({"latency_avg": "latency"})
     d["series"] = [("qperf raw TCP" if b == "qperf" else f"{b} {m}") + (f" ({i})" if len(set(d["interconnect"])) > 1
@@ -224,8 +224,8 @@ def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: floa
             base = {"group": g["label"], "label": s["label"], "source": "ours", "comparator": "="}
             sel = _bar_selector(s)
             try:
-                per_rep = _per_rep(tidy, sel)
-            except ClaimError as exc:
+                per_rep = per_round(tidy, sel)
+            except QueryError as exc:
                 raise RedrawError(f"{drawing['name']}: {exc}") from None
             if per_rep.empty:
                 out.append(dict(base, value=np.nan, ci_low=np.nan, ci_high=np.nan, n=0, tcg=False,
@@ -234,7 +234,7 @@ def bar_values(tidy: pd.DataFrame, ref: pd.DataFrame, drawing: dict, level: floa
             if "ratio" in s:                       # a ratio is shown in the drawing's unit, times the factor
                 factor = float(s.get("times", 1))
             else:
-                ours_unit = _rows(tidy, sel)["unit"].iloc[0]
+                ours_unit = select(tidy, sel)["unit"].iloc[0]
                 factor = CONVERT.get((ours_unit, unit))
                 if factor is None:
                     raise RedrawError(f"{drawing['name']}: {s['label']}: our unit {ours_unit} cannot be shown in "

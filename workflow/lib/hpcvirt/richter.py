@@ -234,7 +234,8 @@ def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float =
     qperf's TCP latency at its smallest size (us) and peak bandwidth (Gbit/s),
     and the concurrent TCP streams' aggregate (Gbit/s; over loopback on this
     host): median and CI over the rounds, with the path's label."""
-    from .analysis import _per_rep_of, normalize_units, streams_summary
+    from .analysis import normalize_units, streams_summary
+    from .query import per_round_at
 
     df = normalize_units(tidy)
     rows = []
@@ -251,13 +252,13 @@ def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float =
 
         np_ = g[(g["benchmark"] == "netpipe") & (g["interconnect"] != "shm")]
         for mpi, m in np_.groupby("mpi", sort=True):
-            put(f"netpipe_{mpi}_lat", _per_rep_of(m[m["metric"] == "latency"], {}, latency_bytes))
-            put(f"netpipe_{mpi}_bw", _per_rep_of(m[m["metric"] == "bandwidth"], {}, None))
+            put(f"netpipe_{mpi}_lat", per_round_at(m[m["metric"] == "latency"], {}, latency_bytes))
+            put(f"netpipe_{mpi}_bw", per_round_at(m[m["metric"] == "bandwidth"], {}, None))
         qp = g[g["benchmark"] == "qperf"]
         lat = qp[qp["metric"] == "latency"]
         if len(lat):
-            put("qperf_lat", _per_rep_of(lat, {}, int(lat["msg_bytes"].min())))
-        put("qperf_bw", _per_rep_of(qp[qp["metric"] == "bandwidth"], {}, None))
+            put("qperf_lat", per_round_at(lat, {}, int(lat["msg_bytes"].min())))
+        put("qperf_bw", per_round_at(qp[qp["metric"] == "bandwidth"], {}, None))
         rows.append(row)
     out = pd.DataFrame(rows)
     st = streams_summary(tidy, level)

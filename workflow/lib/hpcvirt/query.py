@@ -1,0 +1,94 @@
+"""Selecting tidy rows and pairing them by round: the one way the claims,
+the study redraws and the paper's tables pick a configuration's values.
+
+A *selector* is a mapping of tidy columns to values (:data:`SELECT_KEYS`),
+plus ``at`` for swept benchmarks: ``smallest`` (the smallest message size),
+``peak`` (the maximum over the sizes), a size in bytes, or ``{knee: f}``
+(:func:`knee`).  ``{ratio: [selector, selector]}`` stands for the per-round
+ratio of two selectors.  Repetition r of every configuration of a campaign
+ran in the same interleaved round, so values of one round are paired.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: The tidy columns a selector may name, and ``at``.
+SELECT_KEYS = {"testbed", "virtualization", "benchmark", "mpi", "interconnect", "variant", "ranks", "nodes",
+               "placement", "metric", "at"}
+
+
+class QueryError(ValueError):
+    """A selector that does not pick one value per round."""
+
+
+def select(tidy: pd.DataFrame, sel: dict) -> pd.DataFrame:
+    """The rows whose columns equal the selector's values (compared as text)."""
+    d = tidy
+    for k, v in sel.items():
+        if k == "at":
+            continue
+        d = d[d[k].map(str) == str(v)]
+    return d
+
+
+def leaves(sels) -> list[dict]:
+    """The plain selectors of a list of selectors, ratios taken apart."""
+    return [leaf for s in sels for leaf in (leaves(s["ratio"]) if "ratio" in s else [s])]
+
+
+def knee(sweep: pd.DataFrame, drop: float) -> float:
+    """The smallest message size from which the value stays below (1 - drop)
+    times its maximum over all smaller sizes, to the end of the sweep
+    (``inf`` when it never falls that far)."""
+    d = sweep.dropna(subset=["msg_bytes"]).sort_values("msg_bytes")
+    sizes, vals = d["msg_bytes"].to_numpy(dtype=float), d["value"].to_numpy(dtype=float)
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], vals[:-1]]))
+    low = vals < (1 - drop) * best_before
+    # from the end: the longest tail of sizes that are all below their threshold
+    tail = len(low)
+    while tail > 0 and low[tail - 1]:
+        tail -= 1
+    return float(sizes[tail]) if tail < len(low) else float("inf")
+
+
+def per_round(tidy: pd.DataFrame, sel: dict) -> pd.Series:
+    """One value per round (rep) of the one configuration the selector picks
+    (or the per-round ratio of two); :class:`QueryError` when it picks several
+    configurations or several rows per round."""
+    if "ratio" in sel:
+        num, den = (per_round(tidy, x) for x in sel["ratio"])
+        both = num.index.intersection(den.index)
+        return num[both] / den[both]
+    d = select(tidy, sel)
+    if d.empty:
+        return pd.Series(dtype=float)
+    configs = sorted(d["run_id"].str.rsplit("/", n=1).str[0].unique())
+    if len(configs) > 1:
+        raise QueryError(f"selector {sel} matches {len(configs)} configurations {configs}; narrow it")
+    at = sel.get("at")
+    if at == "smallest":
+        d = d[d["msg_bytes"] == d["msg_bytes"].min()]
+    elif at == "peak":
+        return d.groupby("rep")["value"].max()
+    elif isinstance(at, dict):
+        return d.groupby("rep")[["msg_bytes", "value"]].apply(lambda g: knee(g, at["knee"]))
+    elif at is not None:
+        d = d[d["msg_bytes"] == at]
+    if d.groupby("rep").size().max() > 1:
+        raise QueryError(f"selector {sel} matches {d.groupby('rep').size().max()} rows per round; narrow it")
+    return d.groupby("rep")["value"].first()
+
+
+def per_round_at(d: pd.DataFrame, sel: dict, msg_bytes: int | None) -> pd.Series:
+    """Per round, of rows of one metric: the median value at ``msg_bytes``, or
+    with None the largest over the sizes (peak bandwidth).  Unlike
+    :func:`per_round` it compares values as they are and takes the median of
+    several rows of a round."""
+    for k, v in sel.items():
+        d = d[d[k] == v]
+    if msg_bytes is not None:
+        return d[d["msg_bytes"] == msg_bytes].groupby("rep")["value"].median()
+    return d.groupby("rep")["value"].max()
+
