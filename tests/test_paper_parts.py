@@ -5,14 +5,18 @@ listed, instead of failing on undefined macros."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import yaml
 from studies import study_for
 
 from hpcvirt import matrix
 from hpcvirt.config import load_study
-from hpcvirt.figures import FIGURES, for_campaign
+from hpcvirt.figures import FIGURES, FigureError, for_campaign, load
 from hpcvirt.paper import PART_CALL, part_needs, parts_tex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +74,7 @@ def _study(testbeds, **exps):
 
 def test_figures_follow_the_campaign():
     configs, tbs = _study(["local", "bridge", "vm"])
-    assert [f.name for f in for_campaign(configs, tbs)] == [f.name for f in FIGURES]
+    assert [f.name for f in for_campaign(configs, tbs)] == [f.name for f in FIGURES if f.campaign == "main"]
     configs, tbs = _study(["local-slurm"], pingpong={"paths": ["shm", "tcp"]}, placement={"enabled": False})
     assert [f.name for f in for_campaign(configs, tbs)] == ["pingpong", "datapaths", "npb", "osu", "agreement",
                                                             "commprof", "apps", "speedup", "streams"]
@@ -85,17 +89,41 @@ def test_figures_follow_the_campaign():
 
 def test_figure_parts_need_their_figure():
     for f in FIGURES:
+        if f.campaign != "main":                 # the companions' sections show theirs when the campaign is named
+            continue
         users = [n for n, t in PARTS.items() if f.name in part_needs(t)[1]]
         assert users, f"figure {f.name} is shown by no part"
 
 
 def test_every_declared_figure_has_its_rule_and_notebook():
-    rules = (ROOT / "workflow/rules/figures.smk").read_text()
+    """One rule per declaration, made by the workflow (not written by hand),
+    and run where Snakemake runs (a local rule, also under the Slurm profile)."""
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True)
+    rules = set(res.stdout.split())
     for f in FIGURES:
-        block = rules.split(f"rule figure_{f.name}:")[1].split("\nrule ")[0]
-        assert f'pdf=figure_pdf("{f.name}")' in block   # paper/figures/<name>.pdf, registered for the report
-        assert f'"../../notebooks/{f.notebook}.ipynb"' in block
+        assert f"figure_{f.name}" in rules, f.name
         assert (ROOT / "notebooks" / f"{f.notebook}.ipynb").is_file()
+    assert "localrule: True" in (ROOT / "workflow/rules/figures.smk").read_text()
+    assert not re.search(r"^rule figure_", (ROOT / "workflow/rules/figures.smk").read_text(), re.M)
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d[0]["needs"].update(benchmark="nosuch"), "needs unknown benchmarks ['nosuch']"),
+    (lambda d: d.append(dict(d[0])), "figure names are not unique: ['pingpong']"),
+    (lambda d: d[0].pop("needs"), "a figure of the main campaign declares needs"),
+    (lambda d: d[0].update(reads="raw"), "[0].reads: 'raw' is not one of"),
+    (lambda d: d[0].update(notebook="../x"), "[0].notebook: '../x' does not match"),
+    (lambda d: d[-1].update(needs={"benchmark": "npb"}), "a companion campaign's figure does not"),
+])
+def test_a_bad_figure_declaration_is_refused_naming_file_and_key(tmp_path, edit, needle):
+    data = yaml.safe_load((ROOT / "workflow/figures.yaml").read_text())
+    edit(data)
+    bad = tmp_path / "figures.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(FigureError) as exc:
+        load(bad)
+    assert str(bad) in str(exc.value) and needle in str(exc.value), str(exc.value)
 
 
 def test_parts_refer_only_to_labels_that_are_always_there():

@@ -49,8 +49,11 @@ if STUDY["skipped"]:
     )
 CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)
-# The figures the campaign has data for (hpcvirt.figures).
-PAPER_FIGURES = figures.for_campaign(CONFIGURATIONS, TESTBEDS)
+# The figures the campaign has data for (hpcvirt.figures, workflow/figures.yaml).
+try:
+    PAPER_FIGURES = figures.for_campaign(CONFIGURATIONS, TESTBEDS)
+except figures.FigureError as exc:
+    raise WorkflowError(str(exc)) from None
 # qemu testbeds boot their guests once per interleaved round (rule
 # measure_round_<testbed>_<i>); every other testbed has one job per measurement.
 ROUND_TESTBEDS = [name for name, tb in TESTBEDS.items() if tb["kind"] == "qemu"]
@@ -149,6 +152,11 @@ DATAPATH_TESTBEDS = (
         else []
     )
 )
+# The companions' figures (when the paper names their campaign), and every
+# figure a rule figure_<name> is made for (workflow/rules/figures.smk).
+FIGURE_CAMPAIGN = {"main": CAMPAIGN, "containers": CONTAINERS, "datapaths": DATAPATHS}
+COMPANION_FIGURES = figures.companions(FIGURE_CAMPAIGN)
+FIGURE_RULES = [f for f in figures.load() if f.campaign == "main"] + COMPANION_FIGURES
 # The companions' tables are records, read as committed: no rule of this study
 # makes them (their testbeds need not be this study's), unless it is the
 # campaign measured.
@@ -253,19 +261,56 @@ def round_priority_for(configs):
     return round_priority
 
 
-# The HTML report (snakemake --report): figures with their caption and labels.
-FIGURE_WHAT = {f.name: f.what for f in figures.FIGURES}
+# The figure rules' inputs, parameters and output (workflow/rules/figures.smk).
+FIGURE_TABLE_INPUT = {
+    "summary": "summary",
+    "container_ratios": "ratios",
+    "richter_table": "table",
+}
 
 
-def figure_pdf(name):
-    """paper/figures/<name>.pdf, registered for the report; its labels (testbeds,
-    virtualization, VM accelerator) are read from the figure's input tables
-    when the report is made, not when the figure is drawn."""
+def figure_inputs(fig):
+    """The tables a figure reads, by the name its notebook knows them."""
+    if fig.reads == "tidy":
+        return {
+            "tidy": expand(
+                "data/results/{campaign}/{testbed}/tidy.csv",
+                campaign=CAMPAIGN,
+                testbed=STUDY["testbeds"],
+            )
+        }
+    campaign = FIGURE_CAMPAIGN[fig.campaign]
+    return {FIGURE_TABLE_INPUT[fig.reads]: f"data/results/{campaign}/{fig.reads}.csv"}
+
+
+def figure_params(fig):
+    """What the notebook gets besides its tables; ``what`` is its report
+    caption, ``notebook`` names it (notebooks/<notebook>.ipynb)."""
+    values = {
+        "latency_bytes": STUDY["paper"]["latency_bytes"],
+        "campaign": FIGURE_CAMPAIGN[fig.campaign],
+    }
+    return {
+        "what": fig.what,
+        "notebook": fig.notebook,
+        **{p: values[p] for p in fig.params},
+    }
+
+
+def figure_pdf(fig):
+    """paper/figures/<name>.pdf, registered for the HTML report (snakemake
+    --report) with its caption; its labels (campaign, the testbeds of the
+    figure's kinds with their virtualization, VM accelerator) are read from the
+    figure's input tables when the report is made, not when it is drawn."""
+    campaign = FIGURE_CAMPAIGN[fig.campaign]
+    kinds = {name: tb["kind"] for name, tb in TESTBEDS.items()}
     return report(
-        f"paper/figures/{name}.pdf",
-        caption="../report/figure.rst",
+        f"paper/figures/{fig.name}.pdf",
+        caption=f"../report/{fig.caption}",
         category="Figures",
-        labels=lambda wildcards, input: figures.report_labels(name, list(input)),
+        labels=lambda wildcards, input: figures.report_labels(
+            fig, list(input), campaign, kinds
+        ),
     )
 
 

@@ -145,12 +145,12 @@ rule paper:
         per_study="paper/generated/per_study.tex",
         vs_archive="paper/generated/vs_archive.tex",
         artifact="paper/generated/artifact.tex",
-        figures=[f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES],
+        figures=[
+            f"paper/figures/{f.name}.pdf" for f in PAPER_FIGURES + COMPANION_FIGURES
+        ],
         study_figures=[f"paper/figures/{name}.pdf" for name in STUDY_FIGURES],
         containers="paper/generated/containers.tex",
-        containers_figure=["paper/figures/containers.pdf"] if CONTAINERS else [],
         datapaths="paper/generated/datapaths.tex",
-        datapaths_figure=["paper/figures/richter.pdf"] if DATAPATHS else [],
     output:
         pdf=report("paper/main.pdf", caption="../report/paper.rst", category="Paper"),
     log:
@@ -259,27 +259,4 @@ localrules:
     paper,
     containers,
     datapaths,
-    figure_pingpong,
-    figure_datapaths,
-    figure_placement,
-    figure_npb,
-    figure_npbnorm,
-    figure_osu,
-    figure_agreement,
-    figure_commprof,
     study_figures,
-    figure_apps,
-    figure_speedup,
-    figure_streams,
-
-
-if CONTAINERS:
-
-    localrules:
-        figure_containers,
-
-
-if DATAPATHS:
-
-    localrules:
-        figure_richter,
