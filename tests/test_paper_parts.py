@@ -155,3 +155,29 @@ def test_a_quick_look_paper_says_it_is_not_the_archived_campaign():
     notice = quick_look_tex(True)
     assert "not the archived campaign" in notice and "make quick" in notice and "\\hvCampaign" in notice
     assert "\\hvQuickLook" in (ROOT / "paper/main.tex").read_text()
+
+
+def test_report_labels_name_what_each_figure_shows():
+    """The report's labels come from the figure's own table and kinds: the
+    native-only ping-pong figure lists no guest; the companions' figures
+    (no virtualization column, study set-ups without a counterpart) get theirs."""
+    from hpcvirt.figures import by_name, report_labels
+
+    study, tbs = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    kinds = {n: tb["kind"] for n, tb in tbs.items()}
+    main = ROOT / "data/results" / study["campaign"]
+    ping = report_labels(by_name("pingpong"), [main / "summary.csv"], study["campaign"], kinds)
+    assert ping["testbeds"] == "1" and ping["virtualization"] == "none" and ping["guests"] == "none"
+    data = report_labels(by_name("datapaths"), [main / "summary.csv"], study["campaign"], kinds)
+    assert data["virtualization"] == "netns-bridge, none, qemu-tcg"
+    assert data["guests"] == "TCG (emulation)"
+    agree = report_labels(by_name("agreement"), [main / "local/tidy.csv", main / "bridge-gbe/tidy.csv"],
+                          study["campaign"], kinds)
+    assert agree["testbeds"] == "1"                      # the figure needs IMB: bridge-gbe has NetPIPE only
+    ctr = study["paper"]["containers_campaign"]
+    labels = report_labels(by_name("containers"), [ROOT / "data/results" / ctr / "container_ratios.csv"], ctr)
+    assert labels["testbeds"] == "2", labels
+    assert labels["virtualization"] == "none+apptainer, none+charliecloud"
+    dp = study["paper"]["datapaths_campaign"]
+    labels = report_labels(by_name("richter"), [ROOT / "data/results" / dp / "richter_table.csv"], dp)
+    assert labels["testbeds"] == "4" and labels["guests"] == "TCG (emulation)", labels

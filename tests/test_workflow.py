@@ -387,9 +387,9 @@ def test_html_report_of_the_archive(tmp_path):
     for fig in FIGURES:
         assert f"make figure FIGURE={fig.name}" in html, fig.name
         assert fig.what[:40] in html, fig.name          # (non-ASCII is escaped in the page's data)
-    assert "qemu-tcg (software emulation: the VM numbers measure the emulator, not a hypervisor)" in html
-    assert "vm (qemu-tcg)" in html and "local (none)" in html
-    for label in ("tidy rows", "rejected outputs", "summary (medians, CIs)"):
+    assert "(software emulation) the VM numbers measure the emulator, not a hypervisor" in html
+    assert "TCG (emulation)" in html and "qemu-tcg" in html and "netns-bridge" in html
+    for label in ("tidy rows", "rejected outputs", "summary (medians, CIs)", "claims (verdicts)"):
         assert label in html, label
     assert html.count(campaign) >= len(FIGURES)          # every caption names the campaign
 

@@ -89,7 +89,16 @@ rule claims:
         archive=archive_tidy_tables,
         archive_hosts=archive_host_records,
     output:
-        verdicts=f"data/results/{CAMPAIGN}/claims.csv",
+        verdicts=report(
+            f"data/results/{CAMPAIGN}/claims.csv",
+            caption="../report/table.rst",
+            category="Tables",
+            labels={
+                "table": "claims (verdicts)",
+                "testbed": "all",
+                "campaign": CAMPAIGN,
+            },
+        ),
         macros="paper/generated/claims.tex",
         table="paper/generated/claims_table.tex",
         per_study="paper/generated/per_study.tex",

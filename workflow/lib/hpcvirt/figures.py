@@ -96,9 +96,12 @@ def by_name(name: str) -> Figure:
 
 def report_labels(fig: Figure, tables, campaign: str, kinds: dict[str, str] | None = None) -> dict[str, str]:
     """The HTML report's labels of a figure, from its input tables (read when
-    the report is made): its campaign, the testbeds its data come from with
-    their virtualization (of the figure's testbed kinds only, ``kinds``: testbed
-    -> kind), and the accelerator of the VM testbeds."""
+    the report is made): how many testbeds its data come from (those with its
+    benchmark, of its testbed kinds only; ``kinds``: testbed -> kind), their
+    virtualization and the accelerator of its guests.  Short, so that the
+    report's label table leaves the figure its width (the table is as wide as
+    its widest row); the campaign, its testbeds and what TCG means are in the
+    caption."""
     import pandas as pd
 
     cols = {"testbed", "virtualization", "benchmark", "runtime"}
@@ -106,18 +109,19 @@ def report_labels(fig: Figure, tables, campaign: str, kinds: dict[str, str] | No
     if "virtualization" not in df:            # the container table: the runtime is the testbed's wrapper
         df["virtualization"] = "none+" + df.get("runtime", pd.Series("", index=df.index)).astype(str)
         df.loc[df["virtualization"] == "none+none", "virtualization"] = "none"
-    wanted = (fig.benchmark, *fig.also)
     if fig.benchmark and "benchmark" in df:
-        df = df[df["benchmark"].map(lambda b: any(b == x or b.startswith((f"{x}-", f"{x}_")) for x in wanted))]
+        x = fig.benchmark
+        df = df[df["benchmark"].map(lambda b: b == x or str(b).startswith((f"{x}-", f"{x}_")))]
     if fig.kinds and kinds:
         df = df[df["testbed"].map(lambda t: kinds.get(t) in fig.kinds)]
-    pairs = sorted(set(zip(df["testbed"].astype(str), df["virtualization"].astype(str))))
-    accels = sorted({ACCEL_LABEL.get(v.split("+")[0], "") for _, v in pairs} - {""})
+    df = df.dropna(subset=["testbed", "virtualization"])       # a set-up of a study without a counterpart here
+    virts = sorted(set(df["virtualization"].astype(str)))
+    accels = sorted({ACCEL_LABEL.get(v.split("+")[0], "") for v in virts} - {""})
     return {
         "figure": fig.name,
-        "campaign": campaign,
-        "testbeds (virtualization)": ", ".join(f"{t} ({v})" for t, v in pairs),
-        "VM accelerator": "; ".join(accels) or "no VM in this figure",
+        "testbeds": str(df["testbed"].nunique()),
+        "virtualization": ", ".join(virts),
+        "guests": ", ".join(accels) or "none",
     }
 
 

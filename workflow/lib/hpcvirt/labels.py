@@ -31,11 +31,9 @@ DATAPATH_ORDER = ("loopback", "bridge", "direct (macvlan)", "VXLAN tunnel", "GRE
 #: What a testbed's link field names (``macvlan, rate 1gbit``), as shown.
 _LINK_PATH = {"macvlan": "direct (macvlan)", "vxlan": "VXLAN tunnel", "gretap": "GRE tunnel",
               "macvtap": "guests, direct (macvtap)"}
-#: The accelerator of a guest's virtualization label, as the report and figures say it.
-ACCEL_LABEL = {
-    "qemu-tcg": "qemu-tcg (software emulation: the VM numbers measure the emulator, not a hypervisor)",
-    "qemu-kvm": "qemu-kvm (hardware-assisted)",
-}
+#: The accelerator of a guest's virtualization label, as the report's labels say it (short: the
+#: captions say that under TCG the VM numbers measure the emulator, not a hypervisor).
+ACCEL_LABEL = {"qemu-tcg": "TCG (emulation)", "qemu-kvm": "KVM"}
 #: Comparators of the studies' reported values (reference CSVs), in LaTeX.
 COMPARATOR_TEX = {"=": "", "": "", "~": "$\\approx$", "<": "$<$", ">": "$>$", "<=": "$\\leq$", ">=": "$\\geq$",
                   "up_to": "up to"}
