@@ -29,8 +29,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from .benchmarks import REGISTRY, Benchmark, Job
+from .benchmarks.base import PATH_INTERCONNECT
 from .benchmarks.common import fill
-from .benchmarks.netpipe import PATH_INTERCONNECT
 from .netns import agent_path
 from .qemu import GUEST_ROOT
 from .placement import hosts_used, plane_hosts, run_length

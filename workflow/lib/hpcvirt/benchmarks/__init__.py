@@ -63,6 +63,13 @@ class Registry:
     def names(self) -> list[str]:
         return list(self.benchmarks)
 
+    def by_rows(self, benchmark: str) -> Benchmark:
+        """The declaration whose tidy rows carry ``benchmark`` (its name, or an application's ``row_name``)."""
+        for b in self:
+            if benchmark == b.name or benchmark == getattr(b, "row_name", None):
+                return b
+        raise KeyError(f"no benchmark declares rows {benchmark!r}")
+
     def by_experiment(self, experiment: str) -> Benchmark:
         for b in self:
             if b.experiment == experiment:

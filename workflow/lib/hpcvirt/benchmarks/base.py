@@ -168,6 +168,11 @@ class PinnedSource:
 
 
 # --------------------------------------------------------------------- jobs
+#: The interconnect label (tidy column ``interconnect``) of each data path a
+#: job may ask for (``Job.path``, the testbed's ``mpi.<mpi>.paths``).
+PATH_INTERCONNECT = {"shm": "shm", "tcp": "tcp-loopback", "net": "tcp"}
+
+
 @dataclass
 class Job:
     """What a benchmark asks of the testbed for one configuration.
@@ -325,6 +330,12 @@ class Application(Benchmark):
     time_metric: ClassVar[str] = "wall_time"
     #: parameters that are not part of an input set
     RUN_PARAMS: ClassVar[tuple[str, ...]] = ("mpis", "ranks", "paths")
+
+    @staticmethod
+    def span(variant: str) -> float:
+        """How much of the problem an input variant runs, to order variants of
+        one input size (the longest first); 1 unless the application says more."""
+        return 1.0
 
     def input_schema(self) -> dict:
         props = {}

@@ -79,9 +79,6 @@ def parse(path, *, expected_max_bytes: int | None = None, benchmark: str = "netp
 
 # ------------------------------------------------------------- declaration
 
-#: The interconnect label of each data path (tidy column ``interconnect``).
-PATH_INTERCONNECT = {"shm": "shm", "tcp": "tcp-loopback", "net": "tcp"}
-
 
 class NetPIPE(Benchmark):
     name = "netpipe"
