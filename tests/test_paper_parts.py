@@ -115,6 +115,8 @@ def test_every_declared_figure_has_its_rule_and_notebook():
     (lambda d: d[0].update(reads="raw"), "[0].reads: 'raw' is not one of"),
     (lambda d: d[0].update(notebook="../x"), "[0].notebook: '../x' does not match"),
     (lambda d: d[-1].update(needs={"benchmark": "npb"}), "a companion campaign's figure does not"),
+    (lambda d: d[1].update(views=["nosuch"]), "unknown views ['nosuch']"),
+    (lambda d: d[1].update(reads="summary"), "reads either views (of the main campaign) or one table"),
 ])
 def test_a_bad_figure_declaration_is_refused_naming_file_and_key(tmp_path, edit, needle):
     data = yaml.safe_load((ROOT / "workflow/figures.yaml").read_text())
@@ -181,3 +183,44 @@ def test_report_labels_name_what_each_figure_shows():
     dp = study["paper"]["datapaths_campaign"]
     labels = report_labels(by_name("richter"), [ROOT / "data/results" / dp / "richter_table.csv"], dp)
     assert labels["testbeds"] == "4" and labels["guests"] == "TCG (emulation)", labels
+
+
+def test_figures_read_views_and_compute_nothing():
+    """A notebook draws what its views (or its one table) hold: it imports
+    from the library only labels and the view reader, and reads only its
+    declared inputs."""
+    import json
+
+    for f in FIGURES:
+        nb = json.loads((ROOT / "notebooks" / f"{f.notebook}.ipynb").read_text())
+        code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+        imports = re.findall(r"^from (hpcvirt[\w.]*) import (.+)$", code, re.M)
+        assert {m for m, _ in imports} <= {"hpcvirt.labels", "hpcvirt.views"}, (f.name, imports)
+        assert all(names.strip() == "read" for m, names in imports if m == "hpcvirt.views"), (f.name, imports)
+        used = set(re.findall(r"snakemake\.input\.(\w+)", code))
+        declared = set(f.views) or {{"summary": "summary", "tidy": "tidy", "container_ratios": "ratios",
+                                     "richter_table": "table"}[f.reads]}
+        assert used == declared, (f.name, used, declared)
+
+
+def test_every_view_computes_from_the_archive_and_reads_back_as_computed(tmp_path):
+    """Each declared view of the archived campaign: computed, written, read as
+    its notebook reads it, the same values (an empty text cell reads as "")."""
+    import pandas as pd
+
+    from hpcvirt import views
+
+    study, _ = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    main = ROOT / "data/results" / study["campaign"]
+    outputs = {v.name: tmp_path / f"{v.name}.csv" for v in views.VIEWS}
+    views.write_all(main / "summary.csv", sorted(main.glob("*/tidy.csv")), outputs, latency_bytes=8)
+    summary, tidy = views.read_tables(main / "summary.csv", sorted(main.glob("*/tidy.csv")))
+    for v in views.VIEWS:
+        want = views.compute(v, summary, tidy, latency_bytes=8)
+        got = views.read(outputs[v.name])
+        assert len(want) > 0 and list(got.columns) == list(want.columns), v.name
+        for c in want.columns:
+            if pd.api.types.is_numeric_dtype(want[c]) and not pd.api.types.is_bool_dtype(want[c]):
+                assert got[c].to_numpy() == pytest.approx(want[c].to_numpy(dtype=float), nan_ok=True), (v.name, c)
+            else:
+                assert list(got[c].astype(str)) == list(want[c].fillna("").astype(str)), (v.name, c)

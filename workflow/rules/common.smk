@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import claims, figures, link, matrix, progress, redraw, slurm
+from hpcvirt import claims, figures, link, matrix, progress, redraw, slurm, views
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import (
     ConfigError,
@@ -269,8 +269,14 @@ FIGURE_TABLE_INPUT = {
 }
 
 
+def view_csv(name):
+    return f"data/results/{CAMPAIGN}/views/{name}.csv"
+
+
 def figure_inputs(fig):
-    """The tables a figure reads, by the name its notebook knows them."""
+    """The views or tables a figure reads, by the name its notebook knows them."""
+    if fig.views:
+        return {name: view_csv(name) for name in fig.views}
     if fig.reads == "tidy":
         return {
             "tidy": expand(

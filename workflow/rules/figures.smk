@@ -27,6 +27,27 @@ for fig in FIGURE_RULES:
             "../../notebooks/{params.notebook}.ipynb"
 
 
+# The views the figures draw (hpcvirt.views): one job computes them all from
+# the campaign's tables, in a second; a figure's notebook reads only its views.
+rule views:
+    input:
+        summary=f"data/results/{CAMPAIGN}/summary.csv",
+        tidy=expand(
+            "data/results/{campaign}/{testbed}/tidy.csv",
+            campaign=CAMPAIGN,
+            testbed=STUDY["testbeds"],
+        ),
+    output:
+        [view_csv(v.name) for v in views.VIEWS],
+    log:
+        "logs/figures/views.log",
+    localrule: True
+    params:
+        latency_bytes=STUDY["paper"]["latency_bytes"],
+    script:
+        "../scripts/views.py"
+
+
 # The studies' own figures redrawn with the values they report beside this
 # campaign's (the redraw declarations of data/reference/reproduction.yaml,
 # hpcvirt.redraw): one job draws them all, from the tidy tables only.

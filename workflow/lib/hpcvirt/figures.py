@@ -21,7 +21,7 @@ from .labels import ACCEL_LABEL
 class Figure:
     name: str                    # paper/figures/<name>.pdf, rule figure_<name>, LaTeX label fig:<name>
     notebook: str                # notebooks/<notebook>.ipynb
-    reads: str                   # summary, tidy, container_ratios or richter_table
+    reads: str                   # summary, tidy, container_ratios or richter_table; "" with views
     what: str                    # what it shows (the HTML report's caption)
     campaign: str = "main"       # main, or a companion campaign: containers, datapaths
     benchmark: str = ""          # a configuration of this benchmark is needed ...
@@ -29,6 +29,7 @@ class Figure:
     also: tuple[str, ...] = ()   # and configurations of these benchmarks (anywhere)
     params: tuple[str, ...] = ()  # latency_bytes, campaign
     caption: str = "figure.rst"  # workflow/report/<caption>
+    views: tuple[str, ...] = ()  # the views it draws (hpcvirt.views), instead of a table
 
     def wanted(self, configurations, testbeds: dict) -> bool:
         have = {c.benchmark for c in configurations}
@@ -46,6 +47,7 @@ def load(path: str | os.PathLike | None = None) -> tuple[Figure, ...]:
     """The declarations of ``workflow/figures.yaml`` (or ``path``), validated."""
     from .benchmarks import REGISTRY
     from .config import ConfigError, _load_yaml, load_schema, validate
+    from .views import VIEWS
 
     path = Path(path) if path else paths.root() / "workflow" / "figures.yaml"
     try:
@@ -65,9 +67,16 @@ def load(path: str | os.PathLike | None = None) -> tuple[Figure, ...]:
         if unknown:
             raise FigureError(f"{path}: [{i}] {d['name']}: needs unknown benchmarks {unknown}; "
                               f"declared: {sorted(known)}")
-        out.append(Figure(d["name"], d["notebook"], d["reads"], " ".join(d["what"].split()), campaign,
+        unknown = sorted(set(d.get("views", ())) - {v.name for v in VIEWS})
+        if unknown:
+            raise FigureError(f"{path}: [{i}] {d['name']}: unknown views {unknown}; "
+                              f"declared (hpcvirt.views): {[v.name for v in VIEWS]}")
+        if ("views" in d) == ("reads" in d) or ("views" in d and campaign != "main"):
+            raise FigureError(f"{path}: [{i}] {d['name']}: a figure reads either views (of the main campaign) "
+                              "or one table (reads)")
+        out.append(Figure(d["name"], d["notebook"], d.get("reads", ""), " ".join(d["what"].split()), campaign,
                           needs.get("benchmark", ""), tuple(needs.get("kinds", ())), tuple(needs.get("also", ())),
-                          tuple(d.get("params", ())), d.get("caption", "figure.rst")))
+                          tuple(d.get("params", ())), d.get("caption", "figure.rst"), tuple(d.get("views", ()))))
     names = [f.name for f in out]
     if len(set(names)) != len(names):
         raise FigureError(f"{path}: figure names are not unique: {sorted({n for n in names if names.count(n) > 1})}")
@@ -76,7 +85,10 @@ def load(path: str | os.PathLike | None = None) -> tuple[Figure, ...]:
 
 def __getattr__(name: str):
     if name == "FIGURES":            # hpcvirt.figures.FIGURES: the declarations of this checkout
-        return load()
+        try:
+            return load()
+        except AttributeError as exc:  # not to be taken for a missing FIGURES
+            raise RuntimeError(f"loading the figure declarations: {exc}") from exc
     raise AttributeError(name)
 
 

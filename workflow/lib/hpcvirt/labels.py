@@ -22,6 +22,8 @@ PATH_KEY = {"shm": "Shm", "tcp-loopback": "Tcp", "tcp": "Net"}
 #: Container runtimes by the suffix of the virtualization label
 #: (``none+charliecloud``); the bare host is ``none``.
 RUNTIME_LABEL = {"none": "bare host", "charliecloud": "Charliecloud", "apptainer": "Apptainer"}
+#: The point-to-point suites of the container comparison, in its order.
+SUITE_LABEL = {"netpipe": "NetPIPE", "imb": "IMB PingPong", "osu": "OSU"}
 #: Process placements of the stencil.
 PLACEMENT_LABEL = {"intra-node": "intra-node", "mixed": "mixed", "inter-node": "inter-node"}
 #: Data paths of the streams and data-path experiments in the order they are

@@ -15,7 +15,7 @@ import re
 import pandas as pd
 
 from .labels import (MPI_LABEL, PATH_LABEL, PLACEMENT_LABEL, camel, digit_words, fmt, fmt_bytes, fmt_ci, latex_escape,
-                     macro, path_key, path_label, reported, testbed_label, RUNTIME_LABEL)
+                     macro, path_key, path_label, reported, testbed_label, RUNTIME_LABEL, SUITE_LABEL)
 
 def config_key(row) -> str:
     mpi = "Qperf" if row["benchmark"] == "qperf" else camel(row["mpi"])
@@ -538,7 +538,6 @@ def apps_tex(tidy: pd.DataFrame) -> str:
     return "".join(lines)
 
 
-CONTAINER_BENCH_LABEL = {"netpipe": "NetPIPE", "imb": "IMB PingPong", "osu": "OSU"}
 CONTAINER_RUNTIMES = ("charliecloud", "apptainer")
 
 
@@ -585,7 +584,7 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
     def case(r) -> str:
         path = path_label(r["interconnect"])
         return latex_escape(f"{RUNTIME_LABEL.get(r['runtime'], r['runtime'])}, "
-                            f"{CONTAINER_BENCH_LABEL.get(r['benchmark'], r['benchmark'])}, "
+                            f"{SUITE_LABEL.get(r['benchmark'], r['benchmark'])}, "
                             f"{MPI_LABEL.get(r['mpi'], r['mpi'])}, {path}")
 
     for metric, name, pick in (("latency", "MaxLat", "idxmax"), ("peak_bandwidth", "MinBw", "idxmin")):
@@ -603,7 +602,7 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
                 macro("hvCtrNpbClasses", latex_escape(", ".join(sorted(set(npb["variant"].astype(str))))))]
     runtimes = [rt for rt in CONTAINER_RUNTIMES if rt in set(p2p["runtime"])] + sorted(
         set(p2p["runtime"]) - set(CONTAINER_RUNTIMES))
-    order = {b: i for i, b in enumerate(CONTAINER_BENCH_LABEL)}
+    order = {b: i for i, b in enumerate(SUITE_LABEL)}
     rows = []
     keys = ["benchmark", "mpi", "interconnect"]
     p2p = p2p.assign(o=p2p["benchmark"].map(order).fillna(len(order)))
@@ -613,7 +612,7 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
             for rt in runtimes:
                 m = g[(g["runtime"] == rt) & (g["metric"] == metric)]
                 cells.append(fmt_ci(m.iloc[0]["ratio"], m.iloc[0]["ratio_lo"], m.iloc[0]["ratio_hi"]) if len(m) else "--")
-        rows.append(f"{CONTAINER_BENCH_LABEL.get(bench, latex_escape(bench))} & {MPI_LABEL.get(mpi, latex_escape(mpi))} & "
+        rows.append(f"{SUITE_LABEL.get(bench, latex_escape(bench))} & {MPI_LABEL.get(mpi, latex_escape(mpi))} & "
                     f"{PATH_LABEL.get(path, latex_escape(path))} & " + " & ".join(cells) + f" & {int(g['n'].min())} \\\\")
     names = [RUNTIME_LABEL.get(rt, latex_escape(rt)) for rt in runtimes]
     ncol = len(runtimes)

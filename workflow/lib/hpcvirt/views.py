@@ -1,0 +1,107 @@
+"""Views: the tables the figures draw, declared once and computed by one
+rule (``views``, ``workflow/rules/figures.smk``) into
+``data/results/<campaign>/views/<name>.csv``.  A figure's notebook reads its
+views (``workflow/figures.yaml``, key ``views``) and computes nothing: what
+it draws is a file that can be read, diffed and checked.
+
+Each view names the table it is computed from (``summary``: medians and
+CIs per configuration; ``tidy``: one row per value and round, for pairing
+by round), the function that computes it, the parameters it takes and
+what it holds.  Every row of a view is one plotted element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from . import analysis
+from .atomic import write_csv
+
+
+@dataclass(frozen=True)
+class View:
+    name: str                          # data/results/<campaign>/views/<name>.csv
+    reads: str                         # summary or tidy
+    compute: Callable[..., pd.DataFrame]
+    what: str
+    params: tuple[str, ...] = ()       # latency_bytes
+
+
+def _headline(summary: pd.DataFrame, latency_bytes: int) -> pd.DataFrame:
+    from .paper import headline
+
+    return headline(summary, latency_bytes)
+
+
+def _streams(tidy: pd.DataFrame) -> pd.DataFrame:
+    s = analysis.streams_summary(tidy)
+    return s.drop(columns=["stream_gbits"]) if len(s) else s
+
+
+def _stream_each(tidy: pd.DataFrame) -> pd.DataFrame:
+    s = analysis.streams_summary(tidy)
+    if s.empty:
+        return s
+    rows = [dict(testbed=r["testbed"], path=r["path"], stream=i + 1, gbits=g)
+            for _, r in s.iterrows() for i, g in enumerate(r["stream_gbits"])]
+    return pd.DataFrame(rows)
+
+
+VIEWS: tuple[View, ...] = (
+    View("headline", "summary", _headline, "Per configuration of the ping-pong benchmarks: latency at the paper's "
+         "message size and peak bandwidth, medians with CIs.", ("latency_bytes",)),
+    View("placement", "summary", analysis.placement_summary, "Per testbed, MPI and placement of the stencil: time, "
+         "computation and communication per step and the share of messages across the network."),
+    View("kernels", "summary", analysis.npb_summary, "Per testbed, NPB kernel, class and process count: Mop/s and time "
+         "of verified runs."),
+    View("kernel_ratios", "tidy", analysis.npb_ratios, "Per kernel and process count: each testbed's NPB time over "
+         "the native testbed's, paired by round."),
+    View("agreement", "tidy", analysis.tool_agreement, "Per testbed, MPI and path: IMB PingPong against NetPIPE, "
+         "latency at the paper's message size and peak bandwidth, and their ratios.", ("latency_bytes",)),
+    View("mpi_time_shares", "summary", lambda s: analysis.commprof_summary(s)[0], "Per testbed, kernel and "
+         "class: the share of run time inside MPI."),
+    View("bytes_per_pair", "summary", lambda s: analysis.commprof_summary(s)[1], "Per testbed, kernel and "
+         "class: the bytes each rank sent to each other rank."),
+    View("app_scaling", "tidy", analysis.app_scaling, "Per application, input, interconnect class and rank count: "
+         "time, and performance relative to its reference, paired by round."),
+    View("streams", "tidy", _streams, "Per data path: the aggregate bandwidth of the concurrent TCP streams, "
+         "median and CI over rounds, and retransmissions."),
+    View("stream_each", "tidy", _stream_each, "Per data path and stream: the stream's median bandwidth."),
+)
+
+
+def by_name(name: str) -> View:
+    for v in VIEWS:
+        if v.name == name:
+            return v
+    raise KeyError(f"no view {name!r}; declared: {[v.name for v in VIEWS]}")
+
+
+def compute(view: View, summary: pd.DataFrame, tidy: pd.DataFrame, **params) -> pd.DataFrame:
+    table = summary if view.reads == "summary" else tidy
+    return view.compute(table, **{p: params[p] for p in view.params})
+
+
+def read(path) -> pd.DataFrame:
+    """A view as its notebook reads it: numbers as numbers, an empty text cell as ``""``."""
+    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    text = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+    return df.fillna({c: "" for c in text})
+
+
+def read_tables(summary_path, tidy_paths) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The campaign's summary and its tidy tables, read as the figures read them."""
+    summary = pd.read_csv(summary_path, keep_default_na=False, na_values=[""])
+    tidy = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in tidy_paths], ignore_index=True)
+    return summary, tidy
+
+
+def write_all(summary_path, tidy_paths, outputs: dict[str, str | Path], **params) -> None:
+    """Compute every view of ``outputs`` (name -> path) and write each atomically."""
+    summary, tidy = read_tables(summary_path, tidy_paths)
+    for name, path in outputs.items():
+        write_csv(path, compute(by_name(name), summary, tidy, **params))
