@@ -1,0 +1,78 @@
+"""Spack, pinned and offline: the pinned release, run isolated, and the mirror
+laid out from the verified sources."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcvirt import sources
+from hpcvirt import spack as hspack
+
+ROOT = Path(__file__).resolve().parents[1]
+MIRROR = os.environ.get(sources.MIRROR_ENV)
+needs_mirror = pytest.mark.skipif(not MIRROR or not Path(MIRROR).is_dir(),
+                                  reason=f"no source mirror ({sources.MIRROR_ENV} unset)")
+
+
+def test_spack_is_a_pinned_source():
+    src = sources.SOURCES["spack"]
+    assert src.version == "0.21.2" and src.urls[0].endswith("/v0.21.2/spack-0.21.2.tar.gz")
+    assert hspack.prefix().name == f"spack-0.21.2-{src.files[0][1][:12]}"
+
+
+def test_spack_runs_isolated_from_the_users_configuration(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path))
+    monkeypatch.setenv("SPACK_USER_CONFIG_PATH", "/home/someone/.spack")
+    monkeypatch.setenv("SPACK_DISABLE_LOCAL_CONFIG", "1")
+    env = hspack.environment({"npb": "mirror copy"})
+    for var in ("SPACK_USER_CONFIG_PATH", "SPACK_SYSTEM_CONFIG_PATH", "SPACK_USER_CACHE_PATH"):
+        assert Path(env[var]).is_relative_to(tmp_path / "spack") and Path(env[var]).is_dir(), var
+    assert "SPACK_DISABLE_LOCAL_CONFIG" not in env
+    assert env["HPCVIRT_SPACK_COPY_NPB"] == "mirror copy"
+    assert env["HPCVIRT_SPACK_COPY_INTEL_MPI_BENCHMARKS"] == "official archive"
+    scope = hspack._scope(tmp_path / "m")
+    assert (scope / "mirrors.yaml").read_text() == f"mirrors::\n  hpcvirt-sources:\n    url: file://{tmp_path}/m\n"
+    assert "sources: []" in (scope / "bootstrap.yaml").read_text()
+
+
+@needs_mirror
+def test_mirror_is_laid_out_from_verified_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))
+    dest = tmp_path / "spack-mirror"
+    recs = hspack.build_mirror(mirror=MIRROR, dest=dest)
+    for pkg, (name, version) in hspack.MIRRORED.items():
+        f = dest / pkg / f"{pkg}-{version}.tar.gz"
+        assert sources.sha256_of(f) == recs[pkg]["sha256"] and recs[pkg]["copy"] == "mirror copy", pkg
+    # a file changed in the Spack mirror afterwards is replaced by the verified one
+    npb = dest / "npb" / "npb-3.4.1.tar.gz"
+    npb.unlink()
+    npb.write_bytes(b"tampered\n")
+    hspack.build_mirror(mirror=MIRROR, dest=dest)
+    assert sources.sha256_of(npb) == recs["npb"]["sha256"]
+
+
+def test_a_mirror_file_with_a_wrong_checksum_fails_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))     # an empty source cache
+    bad = tmp_path / "mirror"
+    bad.mkdir()
+    (bad / "NPB3.4.1.tar.gz").write_bytes(b"not the NAS Parallel Benchmarks\n")
+    dest = tmp_path / "spack-mirror"
+    with pytest.raises(sources.SourceError, match=r"NPB3.4.1.tar.gz \(NPB 3.4.1, from .*/mirror/NPB3.4.1.tar.gz\) "
+                                                  r"has sha256 [0-9a-f]{64}, expected"):
+        hspack.build_mirror(mirror=bad, dest=dest)
+    assert not (dest / "npb").exists() or not any((dest / "npb").iterdir())
+
+
+@pytest.mark.skipif(not Path("/usr/bin/mpicc.mpich").exists(), reason="needs Debian's MPICH")
+def test_debian_mpich_gets_a_prefix_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_OPT", str(tmp_path))
+    d = hspack.debian_mpich_prefix()
+    assert d == tmp_path / hspack.DEBIAN_MPICH_DIR
+    show = subprocess.run([d / "bin" / "mpicc", "-show"], capture_output=True, text=True, check=True).stdout
+    assert "mpich" in show and "-lmpich" in show
+    assert (d / "lib" / "libmpich.so").resolve().is_file() and (d / "include" / "mpi.h").is_file()
+    assert hspack.debian_mpich_prefix() == d                  # made once; again is a no-op
