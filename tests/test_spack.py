@@ -1,9 +1,12 @@
-"""Spack, pinned and offline: the pinned release, run isolated, and the mirror
-laid out from the verified sources."""
+"""Spack, pinned and offline: the pinned release, the mirror laid out from the
+verified sources, the project's recipes, and the laptop stack's spack.lock
+concretized again from scratch."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,6 +25,29 @@ def test_spack_is_a_pinned_source():
     src = sources.SOURCES["spack"]
     assert src.version == "0.21.2" and src.urls[0].endswith("/v0.21.2/spack-0.21.2.tar.gz")
     assert hspack.prefix().name == f"spack-0.21.2-{src.files[0][1][:12]}"
+
+
+@pytest.mark.parametrize("pkg", sorted(hspack.MIRRORED))
+def test_recipes_pin_the_checksums_of_the_pinned_sources(pkg):
+    """Each recipe of spack-envs/repo accepts exactly the files hpcvirt.sources accepts, by the copy's name."""
+    text = (ROOT / "spack-envs/repo/packages" / pkg / "package.py").read_text()
+    name, version = hspack.MIRRORED[pkg]
+    assert f'version("{version}"' in text
+    declared = set(re.findall(r"\b[0-9a-f]{64}\b", text))
+    assert declared == {sha for _, sha, _ in sources.SOURCES[name].files}, pkg
+    for _, sha, label in sources.SOURCES[name].files:
+        if len(sources.SOURCES[name].files) > 1:
+            assert f'"{label}": "{sha}"' in text, (pkg, label)
+    if len(sources.SOURCES[name].files) > 1:
+        assert hspack.copy_env_var(pkg) in text
+
+
+def test_env_names_are_validated():
+    with pytest.raises(hspack.SpackError, match="expected lower-case"):
+        hspack.env_path("../laptop")
+    with pytest.raises(hspack.SpackError, match=r"no-such-stack/spack.yaml does not exist; environments: .*laptop"):
+        hspack.env_path("no-such-stack")
+    assert hspack.env_path("laptop") == ROOT / "spack-envs/laptop"
 
 
 def test_spack_runs_isolated_from_the_users_configuration(tmp_path, monkeypatch):
@@ -76,3 +102,19 @@ def test_debian_mpich_gets_a_prefix_of_its_own(tmp_path, monkeypatch):
     assert "mpich" in show and "-lmpich" in show
     assert (d / "lib" / "libmpich.so").resolve().is_file() and (d / "include" / "mpi.h").is_file()
     assert hspack.debian_mpich_prefix() == d                  # made once; again is a no-op
+
+
+@pytest.mark.e2e
+@needs_mirror
+def test_laptop_stack_concretizes_again_to_its_lock(tmp_path):
+    """From scratch (a copy of the environment without its lock, ``concretize -f``, no reuse): the same DAG
+    hashes as the committed spack.lock."""
+    envs = tmp_path / "spack-envs"
+    shutil.copytree(ROOT / "spack-envs/repo", envs / "repo")
+    (envs / "laptop").mkdir()
+    shutil.copy(ROOT / "spack-envs/laptop/spack.yaml", envs / "laptop/spack.yaml")
+    want = hspack.lock_hashes(ROOT / "spack-envs/laptop/spack.lock")
+    rec = hspack.concretize(envs / "laptop", mirror=MIRROR)
+    assert set(rec["copies"].values()) == {"mirror copy"}, "the committed lock is for the mirror's copies"
+    assert rec["roots"] == want
+    print(f"concretized the laptop stack in {rec['seconds']} s")

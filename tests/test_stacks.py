@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ENVS = ROOT / "spack-envs"
 DEFS = ROOT / "containers"
 
-STACKS = sorted(p.parent.name for p in ENVS.glob("*/spack.yaml"))
+# the stacks turned into images (a container section); the laptop stack (spack-envs/laptop) is tested in
+# tests/test_spack.py
+STACKS = sorted(p.parent.name for p in ENVS.glob("*/spack.yaml")
+                if "container" in yaml.safe_load(p.read_text())["spack"])
 
 # name@version, where version is a single exact version (optionally "=").
 _SPEC_HEAD = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*)(?:@(?P<version>\S+))?$")

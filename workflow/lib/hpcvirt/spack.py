@@ -306,8 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("concretize", help="concretize spack-envs/ENV from scratch, writing its spack.lock")
     c.add_argument("env")
     s = sub.add_parser("spack", help="run spack with the project's configuration (e.g. -e DIR find)")
-    s.add_argument("args", nargs=argparse.REMAINDER)
-    args = ap.parse_args(argv)
+    s.add_argument("args", nargs="*", help="spack's arguments, options included")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["spack"]:       # everything after it is Spack's, options included
+        args = argparse.Namespace(cmd="spack", args=argv[1:])
+    else:
+        args = ap.parse_args(argv)
     try:
         if args.cmd == "unpack":
             print(unpack())
