@@ -118,3 +118,10 @@ def test_laptop_stack_concretizes_again_to_its_lock(tmp_path):
     assert set(rec["copies"].values()) == {"mirror copy"}, "the committed lock is for the mirror's copies"
     assert rec["roots"] == want
     print(f"concretized the laptop stack in {rec['seconds']} s")
+
+
+def test_install_needs_the_lock_and_names_it(tmp_path):
+    (tmp_path / "laptop").mkdir()
+    shutil.copy(ROOT / "spack-envs/laptop/spack.yaml", tmp_path / "laptop/spack.yaml")
+    with pytest.raises(hspack.SpackError, match=rf"{tmp_path}/laptop/spack.lock is missing: concretize first"):
+        hspack.install(tmp_path / "laptop")

@@ -34,7 +34,7 @@ project's recipes (``spack-envs/repo``) read which copy to expect from
 official archives, the laptop stack for the copies the mirror holds.
 
 Command line: ``python -m hpcvirt.spack unpack | mirror | concretize ENV |
-spack ARGS...`` (``ENV``: a folder of ``spack-envs/``).
+install ENV | spack ARGS...`` (``ENV``: a folder of ``spack-envs/``).
 """
 
 from __future__ import annotations
@@ -296,6 +296,28 @@ def concretize(env_dir: Path, *, mirror=None) -> dict:
             "roots": lock_hashes(env_dir / "spack.lock")}
 
 
+def install(env_dir: Path, *, mirror=None, jobs: int | None = None) -> dict:
+    """Install ``env_dir`` from its committed spack.lock, offline from the source mirror (every archive
+    verified twice: by hpcvirt.sources, then by Spack against the recipe's checksum of that copy): the
+    copies used, the time taken and each root's install prefix."""
+    if not (env_dir / "spack.lock").is_file():
+        raise SpackError(f"{env_dir / 'spack.lock'} is missing: concretize first (python -m hpcvirt.spack "
+                         f"concretize {env_dir.name})")
+    if DEBIAN_MPICH_DIR in (env_dir / "spack.yaml").read_text():
+        debian_mpich_prefix()
+    copies = archives(env_dir, mirror=mirror)
+    t0 = time.monotonic()
+    args = ["install", "--fail-fast"] + ([f"-j{jobs}"] if jobs else [])
+    run(args, env_dir=env_dir, copies=copies, mirror=mirror)
+    seconds = round(time.monotonic() - t0, 1)
+    found = run(["find", "--format", "{hash} {prefix}"], env_dir=env_dir, copies=copies, mirror=mirror,
+                capture=True).stdout.split()
+    prefixes = dict(zip(found[::2], found[1::2]))
+    return {"seconds": seconds, "copies": copies,
+            "roots": {spec: {"hash": h, "prefix": prefixes.get(h)} for spec, h in
+                      lock_hashes(env_dir / "spack.lock").items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -305,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("mirror", help="lay out the pinned sources as a Spack mirror; print the copies (JSON)")
     c = sub.add_parser("concretize", help="concretize spack-envs/ENV from scratch, writing its spack.lock")
     c.add_argument("env")
+    i = sub.add_parser("install", help="install spack-envs/ENV from its spack.lock, offline from the mirror")
+    i.add_argument("env")
     s = sub.add_parser("spack", help="run spack with the project's configuration (e.g. -e DIR find)")
     s.add_argument("args", nargs="*", help="spack's arguments, options included")
     argv = sys.argv[1:] if argv is None else argv
@@ -320,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "concretize":
             rec = concretize(env_path(args.env))
             print(json.dumps(rec, indent=1))
+        elif args.cmd == "install":
+            print(json.dumps(install(env_path(args.env)), indent=1))
         else:
             return run(args.args, check=False).returncode
     except (SpackError, sources.SourceError) as exc:
