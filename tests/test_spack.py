@@ -125,3 +125,15 @@ def test_install_needs_the_lock_and_names_it(tmp_path):
     shutil.copy(ROOT / "spack-envs/laptop/spack.yaml", tmp_path / "laptop/spack.yaml")
     with pytest.raises(hspack.SpackError, match=rf"{tmp_path}/laptop/spack.lock is missing: concretize first"):
         hspack.install(tmp_path / "laptop")
+
+
+@pytest.mark.skipif(not Path("/usr/bin/mpicc.mpich").exists(), reason="needs Debian's MPICH")
+def test_install_refuses_an_mpich_prefix_other_than_the_one_made_here(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVIRT_OPT", str(tmp_path / "opt"))
+    env = tmp_path / "laptop"
+    env.mkdir()
+    for f in ("spack.yaml", "spack.lock"):
+        shutil.copy(ROOT / "spack-envs/laptop" / f, env / f)
+    with pytest.raises(hspack.SpackError, match=rf"laptop/spack.yaml: MPICH's external prefix is not "
+                                                rf"{tmp_path}/opt/debian-mpich-4.0.2"):
+        hspack.install(env)

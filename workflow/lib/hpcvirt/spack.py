@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 
 from . import atomic, paths, sources
+from .apptainer import OPT_ENV
 
 SOURCE = "spack"
 STAMP = ".hpcvirt-unpack.json"
@@ -303,8 +304,10 @@ def install(env_dir: Path, *, mirror=None, jobs: int | None = None) -> dict:
     if not (env_dir / "spack.lock").is_file():
         raise SpackError(f"{env_dir / 'spack.lock'} is missing: concretize first (python -m hpcvirt.spack "
                          f"concretize {env_dir.name})")
-    if DEBIAN_MPICH_DIR in (env_dir / "spack.yaml").read_text():
-        debian_mpich_prefix()
+    manifest = (env_dir / "spack.yaml").read_text()
+    if DEBIAN_MPICH_DIR in manifest and f"prefix: {debian_mpich_prefix()}\n" not in manifest:
+        raise SpackError(f"{env_dir / 'spack.yaml'}: MPICH's external prefix is not {debian_mpich_prefix()}, "
+                         f"the folder of links made for it here ({OPT_ENV}={opt_root()})")
     copies = archives(env_dir, mirror=mirror)
     t0 = time.monotonic()
     args = ["install", "--fail-fast"] + ([f"-j{jobs}"] if jobs else [])
