@@ -64,9 +64,11 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
         ("mpi-benchmarks-IMB-v2021.3.tar.gz", "7a22e0406d04ec45ee89eae8c2e511ca7661ef4b0389bf28a40763bd8c050ecd",
          "mirror copy"),
     )),
-    # The official archive's checksum is not pinned here yet: only the mirror copy is accepted.
+    # The official archive's checksum is the one Spack's recipe records (after Spack 0.21.2).
     Source("osu-micro-benchmarks", "7.4",
            ("https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.4.tar.gz",), (
+               ("osu-micro-benchmarks-7.4.tar.gz", "1edd0c2efa61999409bfb28740a7f39689a5b42b1a1b4c66d1656e5637f7cefc",
+                "official archive"),
                ("osu-micro-benchmarks-7.4.tar.gz", "4511e08613fb751e6f7ba9c40ac8becba1320cef88a6d86dfc95e90bcb11bab4",
                 "mirror copy"),
            )),
@@ -87,6 +89,13 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
                ("apptainer-1.4.5.tar.gz", "bfc62b95d8bab2ebe8b4406a0398a14a85e5c8daecee8af030097be49fac5a3d",
                 "mirror copy"),
            )),
+    # The package manager that builds the suites (hpcvirt.spack unpacks it once per machine).  The mirror
+    # copy is ``git archive`` of the release commit 89319413d5d90caa9bea98e3419f8aeab61a2a0d ("set version to
+    # v0.21.2"), unpacking to spack-0.21.2/, with the release archive's name.  The official archive's
+    # checksum is not pinned here yet: only the mirror copy is accepted.
+    Source("spack", "0.21.2", ("https://github.com/spack/spack/releases/download/v0.21.2/spack-0.21.2.tar.gz",), (
+        ("spack-0.21.2.tar.gz", "b84d7607fdff2c85005a68a2fb2d5e58bc6336bc45e5f656d98b8a00b0697066", "mirror copy"),
+    )),
 )}
 
 
