@@ -137,6 +137,62 @@ def test_bad_config_writes_nothing(tmp_path, override, needle):
     assert not (work / "data/raw/never").exists()
 
 
+BOMB = 'l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n' + "".join(
+    f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10))
+
+
+@pytest.mark.parametrize("text,needles", [
+    ("repetitions: 2\nrepetitions: 3\n", ["overlay.yaml: repetitions: duplicate key at line 2 (first at line 1)"]),
+    ("paper:\n  quick_look: true\n  quick_look: false\n", ["overlay.yaml: paper.quick_look: duplicate key"]),
+    (BOMB, ["overlay.yaml: l", "expands to more than 100000 values"]),
+    ("description: " + "x" * 70_000 + "\n", ["overlay.yaml: description: a value of 70000 characters"]),
+])
+def test_unsafe_overlay_fails_before_any_job(tmp_path, text, needles):
+    """A --configfile overlay is read safely before the study is loaded: one error naming file and key."""
+    (tmp_path / "overlay.yaml").write_text(text)
+    start = time.monotonic()
+    res = snakemake(*PROFILE, "-n", "--configfile", str(tmp_path / "overlay.yaml"), "--config", "campaign=never",
+                    check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and time.monotonic() - start < 60, out
+    for needle in needles:
+        assert needle in out, out
+    assert "Traceback" not in out and "Job stats" not in out, out
+    assert not (ROOT / "data/raw/never").exists()
+
+
+def test_unsafe_study_and_testbed_files_fail_before_any_job(tmp_path):
+    """Bad bytes in config/config.yaml or a testbed file, a format spec in a placeholder: one error naming
+    file and key, no traceback, nothing written."""
+    work = fresh_copy(tmp_path / "repo")
+    local = (work / "config/testbeds/local.yaml").read_bytes()
+    study = (work / "config/config.yaml").read_bytes()
+    cases = [
+        ("config/testbeds/local.yaml", local.replace(b"no hypervisor", b"no hyperv\xe9sor"),
+         "config/testbeds/local.yaml: not UTF-8 (byte 0xe9 at line"),
+        ("config/testbeds/local.yaml", local + b"kind: qemu\n", "config/testbeds/local.yaml: kind: duplicate key"),
+        ("config/testbeds/local.yaml", local.replace(b'"{ranks}", --map-by', b'"{ranks:0999999999}", --map-by'),
+         "config/testbeds/local.yaml: mpi.openmpi.launcher[2]: placeholder {ranks} takes no format spec"),
+        ("config/config.yaml", study + b"# \xff\n", "config/config.yaml: not UTF-8 (byte 0xff at line"),
+        ("config/config.yaml", study + b"seed: 1\n", "config/config.yaml: seed: duplicate key"),
+        ("config/config.yaml", study + b"#" * (2 << 20) + b"\n", "config/config.yaml: larger than the 1048576 bytes"),
+    ]
+    before = sorted(str(p.relative_to(work)) for p in work.rglob("*") if ".git/" not in str(p))
+    for name, data, needle in cases:
+        original = (work / name).read_bytes()
+        assert data != original, needle
+        (work / name).write_bytes(data)
+        try:
+            res = snakemake(*PROFILE, "--config", "campaign=never", cwd=work, check=False)
+        finally:
+            (work / name).write_bytes(original)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0 and needle in out, out[-3000:]
+        assert "Traceback" not in out and "Job stats" not in out, out[-3000:]
+    after = sorted(str(p.relative_to(work)) for p in work.rglob("*") if ".git/" not in str(p))
+    assert [p for p in after if p not in before and not p.startswith(".snakemake")] == []
+
+
 def tiny_study(work: Path, campaign: str) -> dict:
     """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
     import yaml
