@@ -193,6 +193,24 @@ def test_unsafe_study_and_testbed_files_fail_before_any_job(tmp_path):
     assert [p for p in after if p not in before and not p.startswith(".snakemake")] == []
 
 
+def test_a_symlinked_raw_directory_is_refused_before_any_job(tmp_path):
+    """A raw directory of the archive that is a symlink to outside data/: refused with its path, nothing read
+    through it or written."""
+    from hpcvirt.config import archived_campaign
+
+    work = fresh_copy(tmp_path / "repo")
+    rel = Path("data/raw", archived_campaign(), "local", "netpipe")
+    shutil.move(work / rel, tmp_path / "outside")
+    (work / rel).symlink_to(tmp_path / "outside")
+    before = sorted(p.name for p in (tmp_path / "outside").rglob("*"))
+    res = snakemake(*PROFILE, "--config", "campaign=never", cwd=work, check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and f"{rel}: a symlink (to {tmp_path / 'outside'})" in out, out[-3000:]
+    assert "Traceback" not in out and "Job stats" not in out, out[-3000:]
+    assert sorted(p.name for p in (tmp_path / "outside").rglob("*")) == before
+    assert not (work / "data/raw/never").exists()
+
+
 def tiny_study(work: Path, campaign: str) -> dict:
     """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
     import yaml

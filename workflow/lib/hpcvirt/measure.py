@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import apptainer, provenance
+from . import apptainer, paths, provenance
 from .atomic import publish, write_json
 from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
@@ -160,7 +160,7 @@ def record_testbed(campaign: str, tb: dict) -> None:
     (``data/raw/<campaign>/<testbed>/testbed.json``, written once, never
     replaced): the workflow refuses to add measurements made with other
     settings to the campaign (:func:`hpcvirt.config.check_campaign_testbeds`)."""
-    path = Path("data/raw") / campaign / tb["name"] / "testbed.json"
+    path = paths.raw_output(Path(paths.RAW_ROOT) / campaign / tb["name"] / "testbed.json")
     if path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,6 +183,11 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
     MPI_Finalize after a complete sweep).  Every killed attempt's output is
     kept as ``.failed-*``; a retry on a namespace testbed gets namespaces of
     its own, and in guests what the killed attempt left is killed first."""
+    try:
+        for path in (raw_out, prov_out):
+            paths.raw_output(path)
+    except paths.RawPathError as exc:
+        raise MeasurementError(str(exc)) from None
     if Path(raw_out).exists():
         raise MeasurementError(f"{raw_out} exists: a raw output is never replaced (delete it to measure it again)")
     retries = int(c.settings.get("retries_after_timeout", 0))
