@@ -5,6 +5,7 @@ path, before anything is written or parsed."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -101,3 +102,49 @@ def test_a_measurement_is_not_written_through_a_symlink(tmp_path, monkeypatch):
         record_testbed("c", testbeds["local"])
     assert list(outside.iterdir()) == []            # nothing written
     assert sorted(os.listdir("data/raw/c")) == ["local"]
+
+
+def _local_netpipe(tmp_path, monkeypatch, campaign: str):
+    study, testbeds = load_study(
+        study_for(["local"], pingpong={"mpis": ["openmpi"], "paths": ["shm"], "min_bytes": 1, "max_bytes": 64}),
+        testbed_dir=ROOT / "config/testbeds")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")      # the launch runs workflow/scripts/ from here
+    monkeypatch.chdir(tmp_path)
+    study = dict(study, campaign=campaign)
+    c = next(c for c in matrix.configurations(study) if c.benchmark == "netpipe")
+    return study, testbeds["local"], c
+
+
+def test_a_campaign_is_extended_only_on_the_host_that_measured_it(tmp_path, monkeypatch):
+    """Rep 1 measured here; its record then says another host id (what a copy of the archive on another
+    machine has): rep 2 is refused before it runs, unless the study asks for it explicitly."""
+    from hpcvirt.measure import recorded_host
+
+    study, tb, c = _local_netpipe(tmp_path, monkeypatch, "hosts")
+    raw1, prov1 = matrix.raw_path("hosts", c, 1), matrix.raw_path("hosts", c, 1, "json")
+    run_measurement(study, tb, c, 1, raw1, prov1)
+    here = recorded_host("hosts")[0]
+    assert here["hostname"] and (here["host_id"] or here["cpu"])
+    raw2, prov2 = matrix.raw_path("hosts", c, 2), matrix.raw_path("hosts", c, 2, "json")
+    run_measurement(study, tb, c, 2, raw2, prov2)                  # the same host: accepted
+    for raw in (raw2, prov2):
+        os.chmod(raw, 0o644)
+        os.unlink(raw)
+    rec = json.loads(Path(prov1).read_text())
+    rec["host"]["host_id"] = "0123456789abcdef"
+    os.chmod(prov1, 0o644)
+    Path(prov1).write_text(json.dumps(rec))
+    with pytest.raises(MeasurementError) as exc:
+        run_measurement(study, tb, c, 2, raw2, prov2)
+    assert "campaign 'hosts' was measured on host" in str(exc.value) and "0123456789abcdef" in str(exc.value)
+    assert "extend_on_other_host=True" in str(exc.value) and prov1 in str(exc.value)
+    assert sorted(p.name for p in Path(raw2).parent.iterdir()) == ["rep-1.json", "rep-1.out"]   # nothing written
+    run_measurement(dict(study, extend_on_other_host=True), tb, c, 2, raw2, prov2)
+    assert Path(raw2).exists()
+    # records without a host id (the archive's): name and CPU model tell the hosts apart
+    del rec["host"]["host_id"]
+    rec["host"]["hostname"] = "elsewhere"
+    Path(prov1).write_text(json.dumps(rec))
+    assert recorded_host("hosts")[0]["hostname"] == "elsewhere"
+    with pytest.raises(MeasurementError, match="'hostname': 'elsewhere'"):
+        run_measurement(study, tb, c, 3, matrix.raw_path("hosts", c, 3), matrix.raw_path("hosts", c, 3, "json"))

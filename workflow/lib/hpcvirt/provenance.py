@@ -210,9 +210,21 @@ def mpi_identity(mpi: str) -> dict:
     return ident
 
 
+@functools.lru_cache(maxsize=1)
+def host_id() -> str | None:
+    """This machine's identity, not its secret: the first 16 hex digits of
+    the sha256 of ``/etc/machine-id`` (None without one)."""
+    try:
+        mid = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        return None
+    return hashlib.sha256(mid.encode()).hexdigest()[:16] if mid else None
+
+
 def host_facts() -> dict:
     return {
         "hostname": platform.node(),
+        "host_id": host_id(),
         "cpu": cpu_info(),
         "virtualization": virtualization(),
         "kernel": kernel(),
