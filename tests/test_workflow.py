@@ -211,6 +211,44 @@ def test_a_symlinked_raw_directory_is_refused_before_any_job(tmp_path):
     assert not (work / "data/raw/never").exists()
 
 
+def test_raw_outputs_that_differ_from_the_tables_stop_the_run(tmp_path):
+    """In a copy of the archive: a deleted raw output, one changed byte, an output the table was not parsed
+    from: the run names it and stops before any job (rather than draw the paper from a stale table)."""
+    import yaml
+
+    from hpcvirt.config import archived_campaign
+
+    work = fresh_copy(tmp_path / "repo")
+    archive = archived_campaign()
+    raws = sorted((work / "data/raw" / archive / "local" / "netpipe").glob("*/rep-1.out"))
+    containers = yaml.safe_load((work / "config/config.yaml").read_text())["paper"]["containers_campaign"]
+    companion = sorted((work / "data/raw" / containers / "local" / "netpipe").glob("*/rep-1.out"))[0]
+    deleted, changed, extra = raws[0], raws[1], companion.with_name("rep-9.out")
+    keep = deleted.read_bytes()
+    for p in (deleted, changed):
+        p.chmod(0o644)
+    deleted.unlink()
+    changed.write_bytes(changed.read_bytes().replace(b"1", b"2", 1))
+
+    def refused(*needles):
+        res = snakemake(*PROFILE, "-n", "paper/main.pdf", cwd=work, check=False)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0 and "Traceback" not in out and "Job stats" not in out, out[-3000:]
+        assert all(n in out for n in needles), out[-3000:]
+
+    refused(f"missing: {deleted.relative_to(work)}", f"changed: {changed.relative_to(work)}",
+            f"data/results/{archive}/local")
+    deleted.write_bytes(keep)
+    changed.write_bytes(changed.read_bytes().replace(b"2", b"1", 1))
+    assert changed.read_bytes() == (ROOT / changed.relative_to(work)).read_bytes()
+    shutil.copy(companion, extra)           # a companion campaign's table is parsed from every output on disk
+    refused(f"extra: {extra.relative_to(work)}")
+    extra.unlink()
+    # restored: the paper is drawn from the archive as it is, measuring nothing
+    res = snakemake(*PROFILE, "-n", "paper/main.pdf", cwd=work)
+    assert not re.search(r"^(measure|parse)\s+\d+$", res.stdout, re.M), res.stdout
+
+
 def tiny_study(work: Path, campaign: str) -> dict:
     """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
     import yaml

@@ -7,7 +7,17 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import claims, figures, link, matrix, paths, progress, redraw, slurm
+from hpcvirt import (
+    claims,
+    figures,
+    link,
+    manifest,
+    matrix,
+    paths,
+    progress,
+    redraw,
+    slurm,
+)
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import (
     ConfigError,
@@ -31,7 +41,16 @@ try:
         STUDY["paper"].get("datapaths_campaign"),
     } - {None, ""}:
         paths.check_raw_tree(_campaign)
-except (ConfigError, paths.RawPathError) as exc:
+        # its tables were parsed from the raw outputs on disk (hpcvirt.manifest)
+        manifest.check_campaign(
+            _campaign,
+            (
+                set(matrix.all_raw_paths(STUDY))
+                if _campaign == STUDY["campaign"]
+                else None
+            ),
+        )
+except (ConfigError, paths.RawPathError, manifest.ManifestError) as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
