@@ -33,6 +33,16 @@ def workdir() -> Path:
     return Path(os.environ.get("HPCVIRT_WORKDIR") or root() / ".hpcvirt")
 
 
+#: Where the suites' builds are kept when not in the work directory.
+BUILD_CACHE_ENV = "HPCVIRT_BUILD_CACHE"
+
+
+def build_cache() -> Path:
+    """Where builds are kept: ``$HPCVIRT_BUILD_CACHE`` (e.g. shared by several
+    checkouts), else ``<workdir>/suites``."""
+    return Path(os.environ.get(BUILD_CACHE_ENV) or workdir() / "suites")
+
+
 def resolve(path: str | os.PathLike) -> Path:
     """``path`` as given if absolute, else relative to :func:`root`."""
     p = Path(path)

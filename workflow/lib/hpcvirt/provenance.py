@@ -237,12 +237,11 @@ def path_roots() -> list[tuple[str, str]]:
     recorded path may lie under, the longest first: the source mirror, the
     build cache, the work directory (``$NAME``) and the clone (``""``:
     relative)."""
-    from .build import CACHE_ENV, build_cache
     from .sources import MIRROR_ENV, mirror_dir
 
     mirror = mirror_dir()
     roots = {str(paths.root()): "", str(paths.workdir().resolve()): "$HPCVIRT_WORKDIR",
-             str(build_cache().resolve()): f"${CACHE_ENV}"}
+             str(paths.build_cache().resolve()): f"${paths.BUILD_CACHE_ENV}"}
     if mirror is not None:
         roots[str(Path(mirror).resolve())] = f"${MIRROR_ENV}"
     return sorted(roots.items(), key=lambda kv: -len(kv[0]))
