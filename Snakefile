@@ -5,6 +5,10 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
+# The study files are checked before they are loaded (no rules).
+include: "workflow/rules/inputs.smk"
+
+
 configfile: "config/config.yaml"
 
 

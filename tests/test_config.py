@@ -2,6 +2,7 @@
 file, the key and what is allowed."""
 
 import copy
+import time
 from pathlib import Path
 
 import pytest
@@ -204,6 +205,7 @@ def test_bad_bridge_and_vm_testbeds(name, mutate, needles, tmp_path):
 
 def test_there_are_fifty_bad_input_cases_or_more():
     assert len(BAD_STUDY) + len(BAD_TESTBED) + len(BAD_OTHER_TESTBED) >= 50
+    assert len(BAD_YAML_TESTBED) + len(BAD_YAML_STUDY) >= 15
 
 
 @pytest.mark.parametrize("mutate,needles", BAD_TESTBED)
@@ -426,3 +428,110 @@ def test_the_two_node_overlay_runs_what_the_two_node_cluster_offers():
                                                     "qe")}, out["skipped"]     # the suites and the applications
     assert allocation(testbeds["local-slurm-2n"], cfgs) == {
         "nodes": 2, "tasks_per_node": 2, "cpus_per_task": 1, "mpi": "srun", "slurm_extra": "--exclusive"}
+
+
+def _bomb(levels: int = 9) -> str:
+    """A "billion laughs" document: each level lists the one before nine times."""
+    out = 'l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n'
+    for i in range(1, levels + 1):
+        out += f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n"
+    return out
+
+
+LOCAL_TEXT = (ROOT / "config/testbeds/local.yaml").read_text()
+OPENMPI_LAUNCHER = 'launcher: [mpirun, -np, "{ranks}",'
+# Files a YAML parser reads but a configuration must not be: (the testbed file's bytes, substrings of the message)
+BAD_YAML_TESTBED = [
+    ((LOCAL_TEXT + "kind: qemu\n").encode(), ["local.yaml: kind: duplicate key at line", "first at line 5"]),
+    (LOCAL_TEXT.replace("  openmpi:\n", "  openmpi:\n    launcher: [mpirun]\n").encode(),
+     ["local.yaml: mpi.openmpi.launcher: duplicate key"]),
+    (LOCAL_TEXT.replace("  mpich:\n", "  openmpi: {}\n  mpich:\n").encode(), ["local.yaml: mpi.openmpi: duplicate key"]),
+    (LOCAL_TEXT.replace("qperf:\n", "qperf: {port: 1, port: 2}\nqperf2:\n").encode(),
+     ["local.yaml: qperf.port: duplicate key"]),
+    (LOCAL_TEXT.replace("no hypervisor", "no hyperv\xe9sor").encode("latin-1"),
+     ["local.yaml: not UTF-8 (byte 0xe9 at line"]),
+    (b"\xff\xfe" + LOCAL_TEXT.encode("utf-16-le"), ["local.yaml: not UTF-8"]),
+    ((LOCAL_TEXT + "#" * (2 << 20) + "\n").encode(), ["local.yaml: larger than the 1048576 bytes"]),
+    (LOCAL_TEXT.replace('description: "', 'description: "' + "x" * 70_000).encode(),
+     ["local.yaml: description: a value of 70", "at most 65536"]),
+    ((LOCAL_TEXT + _bomb()).encode(), ["local.yaml: l", "expands to more than 100000 values"]),
+    ((LOCAL_TEXT + "loop: &loop [*loop]\n").encode(), ["local.yaml: loop", "nested deeper than 64 levels"]),
+    ((LOCAL_TEXT + "deep: " + "[" * 200_000 + "\n").encode(), ["local.yaml: nested deeper than 64 levels"]),
+    (LOCAL_TEXT.replace(OPENMPI_LAUNCHER, 'launcher: [mpirun, -np, "{ranks:s}",').encode(),
+     ["local.yaml: mpi.openmpi.launcher[2]: placeholder {ranks} takes no format spec", "'{ranks:s}'"]),
+    (LOCAL_TEXT.replace(OPENMPI_LAUNCHER, 'launcher: [mpirun, -np, "{ranks:0999999999}",').encode(),
+     ["local.yaml: mpi.openmpi.launcher[2]: placeholder {ranks} takes no format spec", "0999999999"]),
+    (LOCAL_TEXT.replace(OPENMPI_LAUNCHER, 'launcher: [mpirun, -np, "{ranks:{nodes}}",').encode(),
+     ["local.yaml: mpi.openmpi.launcher[2]: placeholder {ranks} takes no format spec"]),
+    (LOCAL_TEXT.replace(OPENMPI_LAUNCHER, 'launcher: [mpirun, -np, "{ranks",').encode(),
+     ["local.yaml: mpi.openmpi.launcher[2]: '{ranks' is not a template"]),
+    (LOCAL_TEXT.replace(OPENMPI_LAUNCHER, 'launcher: [mpirun, -np, "{}",').encode(),
+     ["local.yaml: mpi.openmpi.launcher[2]: placeholder {} is not one of"]),
+    (LOCAL_TEXT.replace("btl_tcp_if_include, lo]", 'btl_tcp_if_include, lo, "{block:09}"]').encode(),
+     ["local.yaml: mpi.openmpi.paths.tcp.args[9]: placeholder {block} takes no format spec"]),
+]
+
+
+def refused_quickly(tmp_path, name: str, data: bytes, original: str, needles, **load) -> None:
+    """``data`` written as ``tmp_path/name`` makes load_study fail within 5 s, naming ``needles``, writing nothing."""
+    assert data != original.encode()
+    (tmp_path / name).write_bytes(data)
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as exc:
+        load_study(**load)
+    assert time.monotonic() - start < 5
+    for needle in needles:
+        assert needle in str(exc.value), str(exc.value)[:500]
+    assert len(str(exc.value)) < 1000       # the error names the problem, it does not repeat the input
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]       # nothing written
+
+
+@pytest.mark.parametrize("data,needles", BAD_YAML_TESTBED)
+def test_unsafe_testbed_file_is_refused_quickly(data, needles, tmp_path):
+    refused_quickly(tmp_path, "local.yaml", data, LOCAL_TEXT, needles, config=copy.deepcopy(LOCAL_STUDY),
+                    config_path="config/config.yaml", testbed_dir=tmp_path)
+
+
+STUDY_TEXT = (ROOT / "config/config.yaml").read_text()
+BAD_YAML_STUDY = [
+    ((STUDY_TEXT + "repetitions: 1\n").encode(), ["config.yaml: repetitions: duplicate key"]),
+    (STUDY_TEXT.replace("experiments:\n", "experiments:\n  pingpong: {enabled: false}\n", 1).encode(),
+     ["config.yaml: experiments.pingpong: duplicate key"]),
+    (STUDY_TEXT.encode() + b"# \xc3\x28\n", ["config.yaml: not UTF-8 (byte 0xc3 at line"]),
+    (STUDY_TEXT.replace('\ncampaign: "', '\ncampaign: "other"\ncampaign: "', 1).encode(),
+     ["config.yaml: campaign: duplicate key"]),
+    ((STUDY_TEXT + "bomb:\n" + "".join("  " + line + "\n" for line in _bomb().splitlines())).encode(),
+     ["config.yaml: bomb.l", "expands to more than 100000 values"]),
+]
+
+
+@pytest.mark.parametrize("data,needles", BAD_YAML_STUDY)
+def test_unsafe_study_file_is_refused_quickly(data, needles, tmp_path):
+    refused_quickly(tmp_path, "config.yaml", data, STUDY_TEXT, needles, config_path=tmp_path / "config.yaml",
+                    testbed_dir=ROOT / "config/testbeds")
+
+
+def test_the_base_of_a_testbed_is_read_as_safely(tmp_path):
+    (tmp_path / "local.yaml").write_text(LOCAL_TEXT + "nodes: 1\n")
+    (tmp_path / "mine.yaml").write_text("extends: local\nname: mine\n")
+    with pytest.raises(ConfigError, match=r"local.yaml: nodes: duplicate key"):
+        load_testbed(tmp_path / "mine.yaml")
+
+
+def test_the_reference_files_are_read_as_safely(tmp_path):
+    from hpcvirt import claims
+
+    (tmp_path / "claims.yaml").write_text("- id: EXP-1\n  id: EXP-2\n")
+    with pytest.raises(claims.ClaimError, match=r"claims.yaml: cannot read: \[0\].id: duplicate key at line 2"):
+        claims.load(tmp_path / "claims.yaml")
+
+
+def test_every_shipped_yaml_file_reads_as_before():
+    """The checks refuse nothing the repository ships, and build the same values as yaml.safe_load."""
+    from hpcvirt import yamlio
+
+    files = [p for p in ROOT.glob("**/*.yaml") if ".git" not in p.parts and ".venv" not in p.parts
+             and ".hpcvirt" not in p.parts and ".snakemake" not in p.parts]
+    assert len(files) > 20
+    for path in files:
+        assert yamlio.load_file(path) == yaml.safe_load(path.read_text()), path

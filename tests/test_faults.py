@@ -96,8 +96,11 @@ def test_stale_partials_of_this_measurement_are_removed_and_reported(tmp_path, c
     assert all(str(p) in err for p in mine) and "interrupted" in err
 
 
-def test_an_existing_raw_output_is_never_replaced(tmp_path):
-    raw, prov = _measured(tmp_path)
+def test_an_existing_raw_output_is_never_replaced(tmp_path, monkeypatch):
+    where = tmp_path / "data/raw/c/local/netpipe/p"
+    where.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    raw, prov = _measured(where)
     before = (os.stat(raw).st_ino, Path(raw).read_bytes())
     with pytest.raises(MeasurementError, match="never replaced"):
         run_measurement({"campaign": "c"}, {"kind": "native"}, None, 1, raw, prov)

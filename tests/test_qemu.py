@@ -174,6 +174,44 @@ def test_build_script_key_is_stable():
     assert k1.stdout == k2.stdout and len(k1.stdout.strip()) == 16
 
 
+def test_the_image_and_its_keys_are_created_private(tmp_path):
+    """The build script's own lines that make the build directory, the keys and rootfs.raw, run under a
+    permissive umask: the directory is 0700, every file holding a private key 0600."""
+    if shutil.which("mke2fs") is None or shutil.which("ssh-keygen") is None:
+        pytest.skip("needs mke2fs and ssh-keygen")
+    text = (REPO / "workflow" / "scripts" / "build-guest-image.sh").read_text()
+    lines = text.splitlines()
+    mkdir = [ln for ln in lines if ln.startswith('rm -rf "$tmp"; ') and "mkdir" in ln]
+    keygen = [ln for ln in lines if ln.startswith("ssh-keygen ")]
+    start = next(i for i, ln in enumerate(lines) if "mke2fs -q" in ln)
+    end = next(i for i in range(start, len(lines)) if not lines[i].endswith("\\"))
+    assert len(mkdir) == 1 and len(keygen) == 2
+    tmp = tmp_path / "build"
+    snippet = "\n".join(["set -eu", "umask 022", *mkdir, *keygen, 'mkdir -p "$tmp/root/root"',
+                         'echo secret > "$tmp/root/root/key"', *lines[start:end + 1]])
+    res = subprocess.run(["bash", "-c", snippet], env=dict(os.environ, tmp=str(tmp), key="k", SOURCE_DATE_EPOCH="0",
+                                                           ROOTFS_SIZE="4M"), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert oct(tmp.stat().st_mode & 0o777) == "0o700"
+    for f in qemu.KEY_FILES:
+        assert oct((tmp / f).stat().st_mode & 0o777) == "0o600", f
+
+
+def test_an_image_built_before_is_made_private(tmp_path, capsys):
+    image = tmp_path / "guest"
+    (image / "ssh").mkdir(parents=True)
+    for f in (*qemu.KEY_FILES, "vmlinuz", "ssh/id_ed25519.pub"):
+        (image / f).write_text("x")
+        (image / f).chmod(0o644)
+    image.chmod(0o755)
+    assert qemu.keep_keys_private(image) == [image, *(image / f for f in qemu.KEY_FILES)]
+    assert oct(image.stat().st_mode & 0o777) == "0o700"
+    assert {f: oct((image / f).stat().st_mode & 0o777) for f in qemu.KEY_FILES} == dict.fromkeys(qemu.KEY_FILES, "0o600")
+    assert oct((image / "vmlinuz").stat().st_mode & 0o777) == "0o644"      # holds no key
+    assert "made ., rootfs.raw, ssh/id_ed25519, ssh/ssh_host_ed25519_key private" in capsys.readouterr().err
+    assert qemu.keep_keys_private(image) == []
+
+
 # ------------------------------------------------------------- real guests
 def _why_no_qemu() -> str | None:
     if os.geteuid() != 0:

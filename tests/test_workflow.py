@@ -137,6 +137,118 @@ def test_bad_config_writes_nothing(tmp_path, override, needle):
     assert not (work / "data/raw/never").exists()
 
 
+BOMB = 'l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n' + "".join(
+    f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10))
+
+
+@pytest.mark.parametrize("text,needles", [
+    ("repetitions: 2\nrepetitions: 3\n", ["overlay.yaml: repetitions: duplicate key at line 2 (first at line 1)"]),
+    ("paper:\n  quick_look: true\n  quick_look: false\n", ["overlay.yaml: paper.quick_look: duplicate key"]),
+    (BOMB, ["overlay.yaml: l", "expands to more than 100000 values"]),
+    ("description: " + "x" * 70_000 + "\n", ["overlay.yaml: description: a value of 70000 characters"]),
+])
+def test_unsafe_overlay_fails_before_any_job(tmp_path, text, needles):
+    """A --configfile overlay is read safely before the study is loaded: one error naming file and key."""
+    (tmp_path / "overlay.yaml").write_text(text)
+    start = time.monotonic()
+    res = snakemake(*PROFILE, "-n", "--configfile", str(tmp_path / "overlay.yaml"), "--config", "campaign=never",
+                    check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and time.monotonic() - start < 60, out
+    for needle in needles:
+        assert needle in out, out
+    assert "Traceback" not in out and "Job stats" not in out, out
+    assert not (ROOT / "data/raw/never").exists()
+
+
+def test_unsafe_study_and_testbed_files_fail_before_any_job(tmp_path):
+    """Bad bytes in config/config.yaml or a testbed file, a format spec in a placeholder: one error naming
+    file and key, no traceback, nothing written."""
+    work = fresh_copy(tmp_path / "repo")
+    local = (work / "config/testbeds/local.yaml").read_bytes()
+    study = (work / "config/config.yaml").read_bytes()
+    cases = [
+        ("config/testbeds/local.yaml", local.replace(b"no hypervisor", b"no hyperv\xe9sor"),
+         "config/testbeds/local.yaml: not UTF-8 (byte 0xe9 at line"),
+        ("config/testbeds/local.yaml", local + b"kind: qemu\n", "config/testbeds/local.yaml: kind: duplicate key"),
+        ("config/testbeds/local.yaml", local.replace(b'"{ranks}", --map-by', b'"{ranks:0999999999}", --map-by'),
+         "config/testbeds/local.yaml: mpi.openmpi.launcher[2]: placeholder {ranks} takes no format spec"),
+        ("config/config.yaml", study + b"# \xff\n", "config/config.yaml: not UTF-8 (byte 0xff at line"),
+        ("config/config.yaml", study + b"seed: 1\n", "config/config.yaml: seed: duplicate key"),
+        ("config/config.yaml", study + b"#" * (2 << 20) + b"\n", "config/config.yaml: larger than the 1048576 bytes"),
+    ]
+    before = sorted(str(p.relative_to(work)) for p in work.rglob("*") if ".git/" not in str(p))
+    for name, data, needle in cases:
+        original = (work / name).read_bytes()
+        assert data != original, needle
+        (work / name).write_bytes(data)
+        try:
+            res = snakemake(*PROFILE, "--config", "campaign=never", cwd=work, check=False)
+        finally:
+            (work / name).write_bytes(original)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0 and needle in out, out[-3000:]
+        assert "Traceback" not in out and "Job stats" not in out, out[-3000:]
+    after = sorted(str(p.relative_to(work)) for p in work.rglob("*") if ".git/" not in str(p))
+    assert [p for p in after if p not in before and not p.startswith(".snakemake")] == []
+
+
+def test_a_symlinked_raw_directory_is_refused_before_any_job(tmp_path):
+    """A raw directory of the archive that is a symlink to outside data/: refused with its path, nothing read
+    through it or written."""
+    from hpcvirt.config import archived_campaign
+
+    work = fresh_copy(tmp_path / "repo")
+    rel = Path("data/raw", archived_campaign(), "local", "netpipe")
+    shutil.move(work / rel, tmp_path / "outside")
+    (work / rel).symlink_to(tmp_path / "outside")
+    before = sorted(p.name for p in (tmp_path / "outside").rglob("*"))
+    res = snakemake(*PROFILE, "--config", "campaign=never", cwd=work, check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and f"{rel}: a symlink (to {tmp_path / 'outside'})" in out, out[-3000:]
+    assert "Traceback" not in out and "Job stats" not in out, out[-3000:]
+    assert sorted(p.name for p in (tmp_path / "outside").rglob("*")) == before
+    assert not (work / "data/raw/never").exists()
+
+
+def test_raw_outputs_that_differ_from_the_tables_stop_the_run(tmp_path):
+    """In a copy of the archive: a deleted raw output, one changed byte, an output the table was not parsed
+    from: the run names it and stops before any job (rather than draw the paper from a stale table)."""
+    import yaml
+
+    from hpcvirt.config import archived_campaign
+
+    work = fresh_copy(tmp_path / "repo")
+    archive = archived_campaign()
+    raws = sorted((work / "data/raw" / archive / "local" / "netpipe").glob("*/rep-1.out"))
+    containers = yaml.safe_load((work / "config/config.yaml").read_text())["paper"]["containers_campaign"]
+    companion = sorted((work / "data/raw" / containers / "local" / "netpipe").glob("*/rep-1.out"))[0]
+    deleted, changed, extra = raws[0], raws[1], companion.with_name("rep-9.out")
+    keep = deleted.read_bytes()
+    for p in (deleted, changed):
+        p.chmod(0o644)
+    deleted.unlink()
+    changed.write_bytes(changed.read_bytes().replace(b"1", b"2", 1))
+
+    def refused(*needles):
+        res = snakemake(*PROFILE, "-n", "paper/main.pdf", cwd=work, check=False)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0 and "Traceback" not in out and "Job stats" not in out, out[-3000:]
+        assert all(n in out for n in needles), out[-3000:]
+
+    refused(f"missing: {deleted.relative_to(work)}", f"changed: {changed.relative_to(work)}",
+            f"data/results/{archive}/local")
+    deleted.write_bytes(keep)
+    changed.write_bytes(changed.read_bytes().replace(b"2", b"1", 1))
+    assert changed.read_bytes() == (ROOT / changed.relative_to(work)).read_bytes()
+    shutil.copy(companion, extra)           # a companion campaign's table is parsed from every output on disk
+    refused(f"extra: {extra.relative_to(work)}")
+    extra.unlink()
+    # restored: the paper is drawn from the archive as it is, measuring nothing
+    res = snakemake(*PROFILE, "-n", "paper/main.pdf", cwd=work)
+    assert not re.search(r"^(measure|parse)\s+\d+$", res.stdout, re.M), res.stdout
+
+
 def tiny_study(work: Path, campaign: str) -> dict:
     """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
     import yaml

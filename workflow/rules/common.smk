@@ -7,7 +7,18 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 
-from hpcvirt import claims, figures, link, matrix, progress, redraw, slurm, views
+from hpcvirt import (
+    claims,
+    figures,
+    link,
+    manifest,
+    matrix,
+    paths,
+    progress,
+    redraw,
+    slurm,
+    views,
+)
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import (
     ConfigError,
@@ -23,7 +34,24 @@ try:
         testbed_dir="config/testbeds",
     )
     check_campaign_testbeds(STUDY["campaign"], TESTBEDS)
-except ConfigError as exc:
+    # no campaign the workflow measures into or reads is a symlink or holds one (hpcvirt.paths)
+    for _campaign in {
+        STUDY["campaign"],
+        archived_campaign(),
+        STUDY["paper"].get("containers_campaign"),
+        STUDY["paper"].get("datapaths_campaign"),
+    } - {None, ""}:
+        paths.check_raw_tree(_campaign)
+        # its tables were parsed from the raw outputs on disk (hpcvirt.manifest)
+        manifest.check_campaign(
+            _campaign,
+            (
+                set(matrix.all_raw_paths(STUDY))
+                if _campaign == STUDY["campaign"]
+                else None
+            ),
+        )
+except (ConfigError, paths.RawPathError, manifest.ManifestError) as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]

@@ -26,6 +26,8 @@ rule parse:
             },
         ),
         provenance="data/results/{campaign}/{testbed}/provenance.json",
+        # the raw outputs parsed and their sha256 (hpcvirt.manifest)
+        manifest="data/results/{campaign}/{testbed}/manifest.json",
     log:
         "logs/parse/{campaign}/{testbed}.log",
     wildcard_constraints:

@@ -120,7 +120,9 @@ done
 
 start=$(date +%s)
 tmp="$WORKDIR/guest/.build-$key.$$"
-rm -rf "$tmp"; mkdir -p "$tmp/ssh"
+# the image holds the guests' private keys (ssh/, and inside rootfs.raw): the build
+# directory, and so the image's, is the owner's only (0700), rootfs.raw is created 0600
+rm -rf "$tmp"; (umask 077 && mkdir -p "$tmp/ssh")
 trap 'rm -rf "$tmp"' EXIT
 printf '%s\n' "$spec" > "$tmp/packages.txt"
 printf '%s\n' "$params" > "$tmp/params.txt"
@@ -225,9 +227,9 @@ mmdebstrap \
   "$SUITE" "$tmp/root" "${MIRRORS[@]}" >&2
 
 # ext4 without mounting anything: mke2fs -d.  Fixed UUID and hash seed.
-E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mke2fs -q -F -t ext4 -L hpcvirt-root \
+(umask 077 && E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mke2fs -q -F -t ext4 -L hpcvirt-root \
   -U 6c1e2a9e-0d1b-4f7a-9f3e-3a5b4c2d1e00 -E hash_seed=6c1e2a9e-0d1b-4f7a-9f3e-3a5b4c2d1e01,root_owner=0:0 \
-  -d "$tmp/root" "$tmp/rootfs.raw" "$ROOTFS_SIZE" >&2
+  -d "$tmp/root" "$tmp/rootfs.raw" "$ROOTFS_SIZE" >&2)
 rm -rf "$tmp/root" "$files"
 
 end=$(date +%s)

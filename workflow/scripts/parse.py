@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from hpcvirt import manifest
 from hpcvirt.analysis import host_summary, parse_outputs
 from hpcvirt.atomic import write_csv, write_json
 
@@ -16,3 +17,4 @@ with open(snakemake.log[0], "w") as log:
     write_json(snakemake.output.provenance, host_summary([str(Path(p).with_suffix(".json")) for p in raw]))
     write_csv(snakemake.output.rejected, rejected)
     write_csv(snakemake.output.tidy, tidy)
+    manifest.write(snakemake.output.manifest, raw)

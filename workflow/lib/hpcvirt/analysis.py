@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import stats
+from . import paths, stats
 from .benchmarks import REGISTRY, Application
 from .query import per_round_at
 from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, interconnect_class, is_vm, runtime_of
@@ -32,7 +32,12 @@ def _parse_one(raw: Path, ctx: dict) -> list:
 def parse_outputs(raw_paths: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parse raw outputs (each with its provenance .json beside it).
 
-    Returns (tidy rows, rejected outputs with the reason)."""
+    Returns (tidy rows, rejected outputs with the reason).  A path outside
+    its campaign's directory or through a symlink stops the parse before any
+    output is read (:func:`hpcvirt.paths.raw_output`)."""
+    for p in raw_paths:
+        paths.raw_output(p)
+        paths.raw_output(Path(p).with_suffix(".json"))
     rows, rejected = [], []
     for p in raw_paths:
         raw = Path(p)

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from . import paths, sources
 
-CACHE_ENV = "HPCVIRT_BUILD_CACHE"
+CACHE_ENV = paths.BUILD_CACHE_ENV
 
 #: Bump when a recipe changes in a way its declared fields do not show.
 RECIPE_FORMAT = 1
@@ -194,10 +194,7 @@ def build_key(recipe: Recipe, source_sha256: str, tools: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def build_cache() -> Path:
-    """Where builds are kept: ``$HPCVIRT_BUILD_CACHE`` (e.g. shared by several
-    checkouts), else ``<workdir>/suites``."""
-    return Path(os.environ.get(CACHE_ENV) or paths.workdir() / "suites")
+build_cache = paths.build_cache
 
 
 def link_path(suite: str, mpi: str) -> Path:

@@ -80,7 +80,7 @@ def load(path: str | Path, claims_md: str | Path | None = None) -> list[Claim]:
     """Validated claims; with ``claims_md``, every id of that file must have exactly one entry."""
     path = Path(path)
     try:
-        raw = yamlio.safe_load(path.read_text())
+        raw = yamlio.load_file(path)
     except (OSError, yaml.YAMLError) as exc:
         raise ClaimError(f"{path}: cannot read: {exc}") from None
     if not isinstance(raw, list):

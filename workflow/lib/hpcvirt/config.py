@@ -36,12 +36,24 @@ class ConfigError(ValueError):
 
 def _load_yaml(path: Path) -> Any:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return yamlio.safe_load(fh)
+        return yamlio.load_file(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror}") from None
+    except yamlio.Refused as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+
+
+def check_files(paths) -> None:
+    """Refuse study files that cannot be read safely (:mod:`hpcvirt.yamlio`:
+    duplicate keys, size, encoding, alias bombs, nesting), each error naming
+    the file and the key.  The workflow checks ``config/config.yaml`` and the
+    ``--configfile`` overlays with it before its own loading uses them."""
+    for path in paths:
+        _load_yaml(Path(path))
 
 
 def load_schema(name: str, schema_dir: Path | None = None) -> dict:
@@ -158,10 +170,17 @@ def _check_testbed(tb: dict, path: Path) -> None:
     allowed = PLACEHOLDERS[tb["kind"]]
     for key, words in _templates(tb):
         for i, word in enumerate(words):
-            for _, name, _, _ in string.Formatter().parse(str(word)):
+            try:
+                fields = list(string.Formatter().parse(str(word)))
+            except ValueError as exc:       # e.g. a lone brace
+                raise ConfigError(f"{path}: {key}[{i}]: {word!r} is not a template: {exc}") from None
+            for _, name, spec, conversion in fields:
                 if name is not None and name not in allowed:
                     raise ConfigError(f"{path}: {key}[{i}]: placeholder {{{name}}} is not one of "
                                       f"{sorted(allowed)} (kind {tb['kind']!r})")
+                if spec or conversion:
+                    raise ConfigError(f"{path}: {key}[{i}]: placeholder {{{name}}} takes no format spec or "
+                                      f"conversion (found {word!r}); write {{{name}}} alone")
     for b in REGISTRY:
         entries = [(f"mpi.{m}.{b.name}", e[b.name]) for m, e in tb["mpi"].items() if b.name in e] if b.mpi else (
             [(b.name, tb[b.name])] if b.name in tb else [])

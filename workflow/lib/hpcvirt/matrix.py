@@ -26,8 +26,7 @@ import random
 from dataclasses import dataclass, field
 
 from .benchmarks import enabled
-
-RAW_ROOT = "data/raw"
+from .paths import RAW_ROOT
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import apptainer, provenance
+from . import apptainer, paths, provenance
 from .atomic import publish, write_json
 from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
@@ -160,7 +160,7 @@ def record_testbed(campaign: str, tb: dict) -> None:
     (``data/raw/<campaign>/<testbed>/testbed.json``, written once, never
     replaced): the workflow refuses to add measurements made with other
     settings to the campaign (:func:`hpcvirt.config.check_campaign_testbeds`)."""
-    path = Path("data/raw") / campaign / tb["name"] / "testbed.json"
+    path = paths.raw_output(Path(paths.RAW_ROOT) / campaign / tb["name"] / "testbed.json")
     if path.exists():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +175,57 @@ def record_testbed(campaign: str, tb: dict) -> None:
         os.unlink(tmp)
 
 
+def host_identity(host: dict) -> dict:
+    """What tells two hosts apart in a provenance record's ``host``: its
+    :func:`hpcvirt.provenance.host_id` where recorded (records before it
+    have none), its name and CPU model."""
+    return {"host_id": host.get("host_id"), "hostname": host.get("hostname"),
+            "cpu": (host.get("cpu") or {}).get("model")}
+
+
+def same_host(a: dict, b: dict) -> bool:
+    if a.get("host_id") and b.get("host_id"):
+        return a["host_id"] == b["host_id"]
+    return (a.get("hostname"), a.get("cpu")) == (b.get("hostname"), b.get("cpu"))
+
+
+def recorded_host(campaign: str) -> tuple[dict, Path] | None:
+    """The host that measured ``campaign``, from the first provenance record
+    of a testbed with the local executor (``testbed.json``; a Slurm
+    testbed's runs are on its nodes), and that record; None if it has none."""
+    top = Path(paths.RAW_ROOT) / campaign
+    for record in sorted(top.glob("*/testbed.json")):
+        try:
+            if json.loads(record.read_text())["testbed"].get("executor", "local") != "local":
+                continue
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        for prov in sorted(record.parent.glob("*/*/rep-*.json")):
+            try:
+                return host_identity(json.loads(prov.read_text()).get("host") or {}), prov
+            except (OSError, ValueError, AttributeError):
+                continue
+    return None
+
+
+def check_host(study: dict, tb: dict) -> None:
+    """Refuse to add measurements of a local-executor testbed to a campaign
+    that another host measured (its raw outputs would mix two machines),
+    unless the study says ``extend_on_other_host: true``."""
+    if tb.get("executor", "local") != "local" or study.get("extend_on_other_host"):
+        return
+    found = recorded_host(study["campaign"])
+    if found is None:
+        return
+    old, where = found
+    new = host_identity(provenance.host_facts())
+    if not same_host(old, new):
+        raise MeasurementError(
+            f"campaign {study['campaign']!r} was measured on host {old} ({where}); this host is {new}. A campaign "
+            "is extended only on the host that measured it: measure a new campaign (--config campaign=<new name>), "
+            "or add to this one on purpose with --config extend_on_other_host=True")
+
+
 def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str,
                     bed=None) -> dict:
     """Measure one configuration once (one raw output and its provenance).
@@ -183,8 +234,14 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
     MPI_Finalize after a complete sweep).  Every killed attempt's output is
     kept as ``.failed-*``; a retry on a namespace testbed gets namespaces of
     its own, and in guests what the killed attempt left is killed first."""
+    try:
+        for path in (raw_out, prov_out):
+            paths.raw_output(path)
+    except paths.RawPathError as exc:
+        raise MeasurementError(str(exc)) from None
     if Path(raw_out).exists():
         raise MeasurementError(f"{raw_out} exists: a raw output is never replaced (delete it to measure it again)")
+    check_host(study, tb)
     retries = int(c.settings.get("retries_after_timeout", 0))
     earlier: list[str] = []
     while True:
@@ -317,6 +374,7 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
     if not pending:
         drop_kept(items)
         return []
+    check_host(study, tb)         # before the guests boot
     vm, net = tb.get("vm", {}), tb.get("network", {})
     records, errors = [], []
     with QemuCluster(bed_tag(study["campaign"], tb["name"], rep), guests=tb["nodes"], vcpus=vm.get("vcpus", 1),

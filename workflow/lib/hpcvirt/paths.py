@@ -33,7 +33,78 @@ def workdir() -> Path:
     return Path(os.environ.get("HPCVIRT_WORKDIR") or root() / ".hpcvirt")
 
 
+#: Where the suites' builds are kept when not in the work directory.
+BUILD_CACHE_ENV = "HPCVIRT_BUILD_CACHE"
+
+
+def build_cache() -> Path:
+    """Where builds are kept: ``$HPCVIRT_BUILD_CACHE`` (e.g. shared by several
+    checkouts), else ``<workdir>/suites``."""
+    return Path(os.environ.get(BUILD_CACHE_ENV) or workdir() / "suites")
+
+
 def resolve(path: str | os.PathLike) -> Path:
     """``path`` as given if absolute, else relative to :func:`root`."""
     p = Path(path)
     return p if p.is_absolute() else root() / p
+
+
+#: Where the campaigns' raw outputs are: ``data/raw/<campaign>/<testbed>/...``
+RAW_ROOT = "data/raw"
+
+
+class RawPathError(ValueError):
+    """A raw-output path outside its campaign's directory, or through a symlink."""
+
+
+def _as_relative(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(root())
+        except ValueError:
+            raise RawPathError(f"{p}: a raw output must be under {root() / RAW_ROOT}/<campaign>/") from None
+    return p
+
+
+def _symlink_error(rel: Path, campaign: str) -> RawPathError:
+    return RawPathError(f"{rel}: a symlink (to {os.readlink(root() / rel)}); raw outputs are files in "
+                        f"{RAW_ROOT}/{campaign}/ itself, never links (remove the link; nothing was read or "
+                        f"written through it)")
+
+
+def raw_output(path: str | os.PathLike) -> Path:
+    """``path`` (relative to :func:`root`) checked as a raw output or record
+    of a campaign before it is written or read: it must be
+    ``data/raw/<campaign>/<...>``, stay there once resolved, and neither the
+    campaign's directory, nor a directory below it, nor the file may be a
+    symlink (a link would put measurements outside the archive, or pass a
+    planted file off as a finished one).  Returns the relative path."""
+    rel = _as_relative(path)
+    parts = rel.parts
+    if len(parts) < 4 or Path(*parts[:2]) != Path(RAW_ROOT) or ".." in parts:
+        raise RawPathError(f"{rel}: a raw output must be under {RAW_ROOT}/<campaign>/")
+    campaign = parts[2]
+    for i in range(3, len(parts) + 1):
+        if (root() / Path(*parts[:i])).is_symlink():
+            raise _symlink_error(Path(*parts[:i]), campaign)
+    top = (root() / RAW_ROOT / campaign).resolve()
+    if not (root() / rel).resolve().is_relative_to(top):
+        raise RawPathError(f"{rel}: resolves to {(root() / rel).resolve()}, outside {RAW_ROOT}/{campaign}/")
+    return rel
+
+
+def check_raw_tree(campaign: str) -> None:
+    """Refuse a campaign whose directory, or anything in it, is a symlink
+    (see :func:`raw_output`), naming the first ones found; run before any
+    of its raw outputs is planned, written or parsed."""
+    if not campaign or "/" in campaign or campaign in (".", ".."):
+        raise RawPathError(f"{campaign!r} is not a campaign name (a directory of {RAW_ROOT}/)")
+    top = Path(RAW_ROOT) / campaign
+    links = [top] if (root() / top).is_symlink() else []
+    for d, dirs, files in os.walk(root() / top):
+        links += [Path(d, n).relative_to(root()) for n in sorted(dirs + files) if os.path.islink(os.path.join(d, n))]
+        if len(links) >= 10:
+            break
+    if links:
+        raise RawPathError("\n  ".join([str(_symlink_error(p, campaign)) for p in links[:10]]))

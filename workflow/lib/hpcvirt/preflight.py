@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping
 from .benchmarks import REGISTRY
 from .execute import execute, succeeded
 from .matrix import Configuration, configurations
-from .runtime import APPTAINER_KINDS, NATIVE_KINDS, _image, container_prefix, launch_env
+from .provenance import portable
+from .runtime import APPTAINER_KINDS, NATIVE_KINDS, PROCESS_ENV, _image, container_prefix, launch_env
 from .stack import (PreflightError, Runner, check_match, image_digest, runtime_provenance, stack_identity,
                     verify_image)
 from .testbeds import launch
@@ -99,7 +100,8 @@ def wireup(tb: Mapping[str, Any], mpi: str, path: str, *, timeout: float = 120,
         seconds = round(time.monotonic() - t0, 3)
         runner_err = status["runner_stderr"]
         output = out_path.read_text(errors="replace") if out_path.exists() else ""
-        rec = {"mpi": mpi, "path": path, "argv": la.argv, "env": la.env, "isolation": la.isolation,
+        env = {k: v for k, v in la.env.items() if k not in PROCESS_ENV}     # as hpcvirt.provenance.record
+        rec = {"mpi": mpi, "path": path, "argv": la.argv, "env": env, "isolation": la.isolation,
                "exit_code": status.get("exit_code"), "timed_out": status.get("timed_out"), "seconds": seconds}
         problem = None
         if not succeeded(status):
@@ -206,4 +208,4 @@ def testbed_preflight(
                     say(f"wire-up {mpi}/{path}: ok in {w['seconds']} s")
     rec["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     rec["ok"] = True
-    return rec
+    return portable(rec)

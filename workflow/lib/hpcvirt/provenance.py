@@ -3,7 +3,15 @@
 Only named facts are recorded.  The process environment is never dumped:
 the only environment variables that appear are the ones the testbed file
 sets for the benchmark (validated by the testbed schema), so no secret can
-leak into a provenance file.
+leak into a provenance file; what the launch takes from the process
+(:data:`hpcvirt.runtime.PROCESS_ENV`, e.g. ``USER``) is left out.
+
+No absolute path of the measuring machine is recorded either
+(:func:`portable`): a path in the clone is relative to it, one in a cache
+or mirror starts with the variable that names that root
+(``$HPCVIRT_SOURCE_MIRROR/``, ``$HPCVIRT_BUILD_CACHE/``,
+``$HPCVIRT_WORKDIR/``; the last two default to ``.hpcvirt/suites`` and
+``.hpcvirt`` in the clone).
 """
 
 from __future__ import annotations
@@ -202,9 +210,21 @@ def mpi_identity(mpi: str) -> dict:
     return ident
 
 
+@functools.lru_cache(maxsize=1)
+def host_id() -> str | None:
+    """This machine's identity, not its secret: the first 16 hex digits of
+    the sha256 of ``/etc/machine-id`` (None without one)."""
+    try:
+        mid = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        return None
+    return hashlib.sha256(mid.encode()).hexdigest()[:16] if mid else None
+
+
 def host_facts() -> dict:
     return {
         "hostname": platform.node(),
+        "host_id": host_id(),
         "cpu": cpu_info(),
         "virtualization": virtualization(),
         "kernel": kernel(),
@@ -212,13 +232,48 @@ def host_facts() -> dict:
     }
 
 
+def path_roots() -> list[tuple[str, str]]:
+    """(absolute directory, what a record writes for it) of every root a
+    recorded path may lie under, the longest first: the source mirror, the
+    build cache, the work directory (``$NAME``) and the clone (``""``:
+    relative)."""
+    from .sources import MIRROR_ENV, mirror_dir
+
+    mirror = mirror_dir()
+    roots = {str(paths.root()): "", str(paths.workdir().resolve()): "$HPCVIRT_WORKDIR",
+             str(paths.build_cache().resolve()): f"${paths.BUILD_CACHE_ENV}"}
+    if mirror is not None:
+        roots[str(Path(mirror).resolve())] = f"${MIRROR_ENV}"
+    return sorted(roots.items(), key=lambda kv: -len(kv[0]))
+
+
+def portable(obj, roots: list[tuple[str, str]] | None = None):
+    """``obj`` (a record) with every absolute path under one of
+    :func:`path_roots` written relative to it (inside strings too, e.g. an
+    argument ``-i/work/x/.hpcvirt/...``)."""
+    roots = path_roots() if roots is None else roots
+    if isinstance(obj, dict):
+        return {k: portable(v, roots) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [portable(v, roots) for v in obj]
+    if isinstance(obj, str) and "/" in obj:
+        for directory, name in roots:
+            if obj == directory:
+                return name or "."
+            obj = obj.replace(directory + "/", f"{name}/" if name else "")
+    return obj
+
+
 def record(*, launch: dict, status: dict, config_digest: str, context: dict) -> dict:
-    """The provenance record written next to a raw output."""
+    """The provenance record written next to a raw output (:func:`portable`)."""
+    from .runtime import PROCESS_ENV
+
+    env = {k: v for k, v in launch.get("env", {}).items() if k not in PROCESS_ENV}
     rec = {
         "schema": "hpcvirt-provenance/1",
         "git": git_info(),
         "config_hash": config_digest,
-        "command": {"argv": launch["argv"], "env": launch.get("env", {}), "isolation": launch.get("isolation")},
+        "command": {"argv": launch["argv"], "env": env, "isolation": launch.get("isolation")},
         "server": {"argv": launch.get("server_argv")} if launch.get("server_argv") else None,
         "mpi": mpi_identity(launch.get("mpi", "")) if launch.get("mpi") not in ("", "none") else None,
         "host": host_facts(),
@@ -228,4 +283,4 @@ def record(*, launch: dict, status: dict, config_digest: str, context: dict) -> 
         "timed_out": status.get("timed_out"),
         "context": context,
     }
-    return rec
+    return portable(rec)

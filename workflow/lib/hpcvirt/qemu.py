@@ -99,7 +99,27 @@ def ensure_guest_image(timeout_s: float = 1800, force: bool = False) -> Path:
               "ssh/ssh_host_ed25519_key.pub", ".complete"):
         if not (out / f).exists():
             raise TestbedError(f"guest image {out} incomplete: {f} missing")
+    keep_keys_private(out)
     return out
+
+
+#: Files of a guest image that hold private keys (the root filesystem holds both).
+KEY_FILES = ("rootfs.raw", "ssh/id_ed25519", "ssh/ssh_host_ed25519_key")
+
+
+def keep_keys_private(image: Path) -> list[Path]:
+    """Make the image directory 0700 and its files that hold private keys
+    0600 (the build script creates them so; an image built before it did is
+    corrected, saying so); return the files corrected."""
+    fixed = []
+    for path, mode in ((image, 0o700), *((image / f, 0o600) for f in KEY_FILES)):
+        if path.exists() and path.stat().st_mode & 0o077:
+            os.chmod(path, mode)
+            fixed.append(path)
+    if fixed:
+        print(f"guest image {image}: made {', '.join(str(p.relative_to(image)) for p in fixed)} private "
+              "(they hold private keys)", file=sys.stderr)
+    return fixed
 
 
 # ----------------------------------------------------------------- pure parts

@@ -153,7 +153,7 @@ def load(directory) -> tuple[pd.DataFrame, list[tuple[str, str, dict]]]:
 
     path = Path(directory) / "reproduction.yaml"
     try:
-        rmap = yamlio.safe_load(path.read_text())
+        rmap = yamlio.load_file(path)
     except (OSError, yaml.YAMLError) as exc:
         raise RedrawError(f"{path}: cannot read: {exc}") from None
     ref = load_reference(directory)

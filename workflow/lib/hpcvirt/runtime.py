@@ -152,6 +152,10 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
     raise ValueError(f"unknown container runtime kind {kind!r}")
 
 
+#: What :func:`launch_env` takes from the process: never recorded in provenance.
+PROCESS_ENV = ("USER",)
+
+
 def launch_env(runtime: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment variables to ADD to the launcher's environment.
 

@@ -39,7 +39,7 @@ class StudyError(ValueError):
 def load_map(path: str | Path, testbeds: pd.DataFrame) -> dict:
     path = Path(path)
     try:
-        m = yamlio.safe_load(path.read_text())
+        m = yamlio.load_file(path)
     except (OSError, yaml.YAMLError) as exc:
         raise StudyError(f"{path}: cannot read: {exc}") from None
     if not isinstance(m, dict) or set(m) != set(STUDIES):
