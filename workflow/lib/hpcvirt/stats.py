@@ -16,6 +16,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .tidy import COLUMNS
+
 
 def _binom_cdf_half(k: int, n: int) -> float:
     """P(X <= k) for X ~ Binomial(n, 1/2)."""
@@ -56,25 +58,11 @@ def median_ci(values: Sequence[float], level: float = 0.95) -> dict:
     }
 
 
-# Columns that identify a configuration and a size; everything measured once per rep.
-GROUP_COLUMNS = [
-    "run_id",
-    "testbed",
-    "virtualization",
-    "interconnect",
-    "link",
-    "stack",
-    "mpi",
-    "benchmark",
-    "variant",
-    "metric",
-    "unit",
-    "msg_bytes",
-    "ranks",
-    "nodes",
-    "ranks_per_node",
-    "placement",
-]
+# Columns that identify a configuration and a size: every tidy column but the value, the round and what
+# describes one run (its hosts, counts, build and raw output).
+PER_RUN_COLUMNS = {"image_digest", "spack_lock", "value", "rank_hosts", "rep", "iteration_count", "warmup", "verified",
+                   "suite_version", "source_sha256", "started_at", "raw_path"}
+GROUP_COLUMNS = [c for c in COLUMNS if c not in PER_RUN_COLUMNS]
 
 
 def summarize(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:

@@ -332,6 +332,17 @@ class Application(Benchmark):
     RUN_PARAMS: ClassVar[tuple[str, ...]] = ("mpis", "ranks", "paths")
 
     @staticmethod
+    def run_params(mpis: str | None = None, ranks_doc: str = "Process counts; one configuration each.") -> dict:
+        """The run parameters of an application: its MPI libraries (``mpis``:
+        the one MPI a Debian package is built with, in a sentence; None: any),
+        one or two ranks, over shared memory unless the study says more."""
+        return {
+            "mpis": Mpis(f"MPI libraries ({mpis}).", ["openmpi"]) if mpis else Mpis(),
+            "ranks": Ints(ranks_doc, [1, 2], minimum=1, maximum=4096, sweep="ranks"),
+            "paths": Paths("Data paths; `net` spreads the ranks over two hosts (one block per host).", ["shm"]),
+        }
+
+    @staticmethod
     def span(variant: str) -> float:
         """How much of the problem an input variant runs, to order variants of
         one input size (the longest first); 1 unless the application says more."""

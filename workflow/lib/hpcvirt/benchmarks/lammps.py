@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Int, Ints, Job, Mpis, Package, Paths
+from .base import Application, Int, Job, Package
 from .common import check_no_mpi_error, error_re, read_text
 
 INPUT = "workflow/inputs/lammps/in.lj"
@@ -109,9 +109,7 @@ class LAMMPS(Application):
     title = ("LAMMPS Lennard-Jones melt (in.lj, NVE): the stand-in for NAMD (Atif et al.) over the data paths "
              "(Ramakrishnan et al.'s interconnect classes)")
     params = {
-        "mpis": Mpis("MPI libraries (Debian's LAMMPS is built with Open MPI).", ["openmpi"]),
-        "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
-        "paths": Paths("Data paths; `net` spreads the ranks over two hosts (one block per host).", ["shm"]),
+        **Application.run_params("Debian's LAMMPS is built with Open MPI"),
         "cells": Int("fcc unit cells per box edge (4 n^3 atoms; 20: 32,000 atoms, the benchmark's size).", 20,
                      minimum=2, maximum=200),
         "steps": Int("Time steps of 0.005 tau.", 1000, minimum=20, maximum=1_000_000),

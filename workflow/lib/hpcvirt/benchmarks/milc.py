@@ -81,7 +81,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Choices, Int, Ints, Job, Mpis, Paths, PinnedSource
+from .base import Application, Choices, Int, Job, PinnedSource
 from .common import check_no_mpi_error, error_re, read_text
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
@@ -317,11 +317,9 @@ class MILC(Application):
     title = ("MILC lattice QCD (su3_rhmd_hisq, 2+1+1 HISQ flavours): time per trajectory and per CG iteration, "
              "results checked against references (Ramakrishnan et al., Fig. 1b)")
     params = {
-        "mpis": Mpis(),
-        "ranks": Ints("Process counts; one configuration each (MILC's layout must divide the lattice into at least 3 "
-                      "sites a direction per rank: 1, 2, 4 on 6^4; 1, 2, 4, 8, 16 on 8^4).", [1, 2], minimum=1,
-                      maximum=4096, sweep="ranks"),
-        "paths": Paths("Data paths; `net` spreads the ranks over two hosts (one block per host).", ["shm"]),
+        **Application.run_params(ranks_doc="Process counts; one configuration each (MILC's layout must divide the "
+                                 "lattice into at least 3 sites a direction per rank: 1, 2, 4 on 6^4; 1, 2, 4, 8, 16 on "
+                                 "8^4)."),
         "lattices": Choices(LATTICES, "Lattices NXxNYxNZxNT, one configuration each; references are recorded for "
                                       "these (8^4: about 20 s per trajectory on 1 rank of a 2-core guest, 6^4: 5 s).",
                             ["8x8x8x8"],

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Int, Ints, Job, Mpis, Package, Paths
+from .base import Application, Int, Ints, Job, Package
 from .common import check_no_mpi_error, error_re, read_text
 
 CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
@@ -117,9 +117,7 @@ class OpenFOAM(Application):
     title = ("OpenFOAM 1912 damBreak (interFoam, laminar): solver wall time, speed-up and efficiency per set-up "
              "(Richter et al., Table 1)")
     params = {
-        "mpis": Mpis("MPI libraries (Debian's OpenFOAM is built with Open MPI).", ["openmpi"]),
-        "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
-        "paths": Paths("Data paths; `net` spreads the ranks over two hosts (one block per host).", ["shm"]),
+        **Application.run_params("Debian's OpenFOAM is built with Open MPI"),
         "refines": Ints("Cells per block edge of damBreak's mesh in % of the tutorial's, one configuration each "
                         "(100: 2,268 cells; 185: 7,800 cells, near the report's 7,700).", [185], minimum=50,
                         maximum=1000, sweep="refine_pct"),

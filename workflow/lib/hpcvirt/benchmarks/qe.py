@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Int, Ints, Job, Mpis, Package, Paths
+from .base import Application, Int, Job, Package
 from .common import check_no_mpi_error, error_re, read_text
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
@@ -195,9 +195,7 @@ class QuantumEspresso(Application):
     title = ("Quantum ESPRESSO 6.7 pw.x, bulk-Si scf (plane-wave DFT, the stand-in for PARATEC of Ramakrishnan "
              "et al., Fig. 1a): wall time and time per scf iteration per set-up")
     params = {
-        "mpis": Mpis("MPI libraries (Debian's Quantum ESPRESSO is built with Open MPI only).", ["openmpi"]),
-        "ranks": Ints("Process counts; one configuration each.", [1, 2], minimum=1, maximum=4096, sweep="ranks"),
-        "paths": Paths("Data paths; `net` spreads the ranks over two hosts (one block per host).", ["shm"]),
+        **Application.run_params("Debian's Quantum ESPRESSO is built with Open MPI only"),
         "supercell": Int("Copies n of the 8-atom cubic Si cell along each axis (8 n^3 atoms; with Debian's "
                          "reference BLAS n = 2 takes minutes per run); 0: the 2-atom primitive (fcc) cell.", 1,
                          minimum=0, maximum=4),
