@@ -35,3 +35,4 @@ rule all:
     default_target: True
     input:
         "paper/main.pdf",
+        MISSING_RAW,

@@ -69,6 +69,21 @@ def test_dry_run_of_the_full_study():
     assert not (ROOT / "data/raw/dryrun-full").exists()
 
 
+def test_a_grown_study_plans_the_measurements_its_campaign_lacks():
+    """The archived campaign is complete: nothing to measure.  With one
+    repetition more, the measurements it lacks are planned and the tables that
+    hold them re-parsed, though the tables exist and their inputs are ancient()."""
+    study, _ = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    res = snakemake(*PROFILE, "-n")
+    assert not re.search(r"^(measure|parse)\b", res.stdout, re.M), res.stdout[-2000:]
+    grown = dict(study, repetitions=study["repetitions"] + 1)
+    lacking = [p for p in matrix.all_raw_paths(grown) if not (ROOT / p).exists()]
+    assert lacking and all(f"rep-{study['repetitions'] + 1}.out" in p for p in lacking)
+    res = snakemake(*PROFILE, "-n", "--config", f"repetitions={study['repetitions'] + 1}")
+    assert re.search(rf"^measure\s+{len(lacking)}$", res.stdout, re.M), res.stdout[-3000:]
+    assert re.search(r"^parse\s+\d+$", res.stdout, re.M) and re.search(r"^aggregate\s+1$", res.stdout, re.M)
+
+
 def test_a_round_that_has_some_outputs_measures_only_the_missing_ones():
     """When the study gains a configuration, a round of the guests that has
     finished before gets a job whose outputs are the new measurements only:
@@ -457,8 +472,8 @@ def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
         os.utime(f, ns=(t0 + i * 1_000_000, t0 + i * 1_000_000))
     res = snakemake(*PROFILE, "-n", f"paper/figures/{figure}.pdf", cwd=work)
     jobs = re.findall(r"^(\w+)\s+\d+$", res.stdout.split("Job stats:")[1].split("Reasons")[0], re.M)
-    # (the companion campaigns' figures: their tables, rules containers and datapaths)
-    assert set(jobs) <= {"parse", "aggregate", "containers", "datapaths", f"figure_{figure}", "total"}, \
+    # (the views the figure draws; the companion campaigns' figures: their tables, rules containers and datapaths)
+    assert set(jobs) <= {"parse", "aggregate", "views", "containers", "datapaths", f"figure_{figure}", "total"}, \
         res.stdout[-3000:]
     assert "measure" not in res.stdout.split("Job stats:")[1]
 

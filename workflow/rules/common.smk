@@ -77,6 +77,12 @@ if STUDY["skipped"]:
     )
 CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)
+# The raw outputs the study asks for and the campaign lacks (a new campaign;
+# or an existing one that the study has grown: a repetition, experiment or
+# parameter more): targets of rule all, so that they are measured and their
+# tables re-parsed.  As inputs of a table that exists they would not be
+# (Snakemake runs no job for a missing input of an up-to-date job).
+MISSING_RAW = [p for p in matrix.all_raw_paths(STUDY) if not Path(p).exists()]
 # The figures the campaign has data for (hpcvirt.figures, workflow/figures.yaml).
 try:
     PAPER_FIGURES = figures.for_campaign(CONFIGURATIONS, TESTBEDS)
