@@ -198,7 +198,7 @@ def test_figures_read_views_and_compute_nothing():
         assert {m for m, _ in imports} <= {"hpcvirt.labels", "hpcvirt.views"}, (f.name, imports)
         assert all(names.strip() == "read" for m, names in imports if m == "hpcvirt.views"), (f.name, imports)
         used = set(re.findall(r"snakemake\.input\.(\w+)", code))
-        declared = set(f.views) or {{"summary": "summary", "tidy": "tidy", "container_ratios": "ratios",
+        declared = set(f.views) or {{"summary": "summary", "container_ratios": "ratios",
                                      "richter_table": "table"}[f.reads]}
         assert used == declared, (f.name, used, declared)
 

@@ -311,14 +311,6 @@ def figure_inputs(fig):
     """The views or tables a figure reads, by the name its notebook knows them."""
     if fig.views:
         return {name: view_csv(name) for name in fig.views}
-    if fig.reads == "tidy":
-        return {
-            "tidy": expand(
-                "data/results/{campaign}/{testbed}/tidy.csv",
-                campaign=CAMPAIGN,
-                testbed=STUDY["testbeds"],
-            )
-        }
     campaign = FIGURE_CAMPAIGN[fig.campaign]
     return {FIGURE_TABLE_INPUT[fig.reads]: f"data/results/{campaign}/{fig.reads}.csv"}
 
@@ -339,8 +331,8 @@ def figure_params(fig):
 
 def figure_pdf(fig):
     """paper/figures/<name>.pdf, registered for the HTML report (snakemake
-    --report) with its caption; its labels (campaign, the testbeds of the
-    figure's kinds with their virtualization, VM accelerator) are read from the
+    --report) with its caption; its labels (how many testbeds of the figure's
+    kinds, their virtualization, the guests' accelerator) are read from the
     figure's input tables when the report is made, not when it is drawn."""
     campaign = FIGURE_CAMPAIGN[fig.campaign]
     kinds = {name: tb["kind"] for name, tb in TESTBEDS.items()}

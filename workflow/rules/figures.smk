@@ -1,8 +1,8 @@
-# Figures are drawn by notebooks that read only the aggregated tables.  One
-# rule figure_<name> per declaration of workflow/figures.yaml
-# (hpcvirt.figures): its notebook, the tables it reads, its parameters and
-# its report caption, with labels read from those tables when the report is
-# made (figure_pdf).  A notebook job is retried once: a Jupyter kernel that
+# Figures are drawn by notebooks that read only their views (or one table of
+# a companion campaign).  One rule figure_<name> per declaration of
+# workflow/figures.yaml (hpcvirt.figures): its notebook, what it reads, its
+# parameters and its report caption, with labels read from what it reads
+# when the report is made (figure_pdf).  A notebook job is retried once: a Jupyter kernel that
 # fails to start (it happens under load) must not fail the paper.  The paper
 # asks only for the figures the campaign has data for (PAPER_FIGURES); a
 # companion campaign's figure exists when the paper names the campaign.

@@ -21,7 +21,7 @@ from .labels import ACCEL_LABEL
 class Figure:
     name: str                    # paper/figures/<name>.pdf, rule figure_<name>, LaTeX label fig:<name>
     notebook: str                # notebooks/<notebook>.ipynb
-    reads: str                   # summary, tidy, container_ratios or richter_table; "" with views
+    reads: str                   # summary, container_ratios or richter_table; "" with views
     what: str                    # what it shows (the HTML report's caption)
     campaign: str = "main"       # main, or a companion campaign: containers, datapaths
     benchmark: str = ""          # a configuration of this benchmark is needed ...
