@@ -514,20 +514,22 @@ write_hosts() {
 }
 
 # the bridge in the root namespace, one namespace + veth pair per node (idempotent)
-# mn_net_up N [ACCOUNTING]: with ACCOUNTING = 1 also slurmdbd's namespace
+# mn_net_up N [ACCOUNTING]: with ACCOUNTING = 1 also slurmdbd's namespace.
+# Called as `mn_net_up ... || fail_start`, where set -e does not apply: each
+# step stops at its first failure itself.
 mn_net_up() {
     local n="$1" i
     if ! bridge_exists; then
-        ip link add "${BRIDGE}" type bridge
-        ip link set dev "${BRIDGE}" alias "${D}"
-        ip addr add "${CTL_ADDR}/${NET_LEN}" dev "${BRIDGE}"
-        ip link set "${BRIDGE}" up
+        ip link add "${BRIDGE}" type bridge &&
+            ip link set dev "${BRIDGE}" alias "${D}" &&
+            ip addr add "${CTL_ADDR}/${NET_LEN}" dev "${BRIDGE}" &&
+            ip link set "${BRIDGE}" up || return 1
     fi
     for ((i = 1; i <= n; i++)); do
-        mn_ns_up "$(mn_node "${i}")" "$(mn_veth "${i}")" "$(mn_addr "${i}")"
+        mn_ns_up "$(mn_node "${i}")" "$(mn_veth "${i}")" "$(mn_addr "${i}")" || return 1
     done
     if [[ "${2:-0}" == 1 ]]; then
-        mn_ns_up "${DB_NS}" "${DB_VETH}" "${DB_ADDR}"
+        mn_ns_up "${DB_NS}" "${DB_VETH}" "${DB_ADDR}" || return 1
     fi
 }
 
@@ -537,14 +539,14 @@ mn_ns_up() {
     if netns_exists "${ns}" && ip -n "${ns}" -4 -o addr show dev eth0 2>/dev/null | grep -q " ${addr}/"; then
         return 0
     fi
-    netns_exists "${ns}" && ip netns delete "${ns}"
+    if netns_exists "${ns}"; then ip netns delete "${ns}" || return 1; fi
     ip link del "${veth}" 2>/dev/null || true
-    ip netns add "${ns}"
-    ip -n "${ns}" link set lo up
-    ip link add "${veth}" type veth peer name eth0 netns "${ns}"
-    ip link set "${veth}" master "${BRIDGE}" up
-    ip -n "${ns}" addr add "${addr}/${NET_LEN}" dev eth0
-    ip -n "${ns}" link set eth0 up
+    ip netns add "${ns}" &&
+        ip -n "${ns}" link set lo up &&
+        ip link add "${veth}" type veth peer name eth0 netns "${ns}" &&
+        ip link set "${veth}" master "${BRIDGE}" up &&
+        ip -n "${ns}" addr add "${addr}/${NET_LEN}" dev eth0 &&
+        ip -n "${ns}" link set eth0 up
 }
 
 # kill what still runs in the node namespaces, delete them and the bridge
