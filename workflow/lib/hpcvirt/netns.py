@@ -18,6 +18,9 @@ Teardown (kill whatever still runs in the namespaces, delete them, which
 removes veths and the bridge) happens on normal exit, on exceptions and on
 SIGTERM/SIGINT (handlers installed for the duration of the ``with`` block);
 :func:`cleanup` removes the leftovers of a run that was SIGKILLed.
+The building blocks (:func:`add_netns`, :func:`add_bridge`, :func:`add_port`,
+:func:`set_address`, :func:`delete_netns`, :func:`kill_pids`) also make the
+nodes of the local Slurm clusters (:mod:`hpcvirt.slurmstate`).
 Needs root and iproute2; imports nothing outside the standard library.
 """
 
@@ -124,8 +127,18 @@ def netns_pids(ns: str) -> list[int]:
     return [int(p) for p in cp.stdout.split() if p.isdigit()]
 
 
-def _kill_pids(pids: Sequence[int], grace_s: float = 3.0) -> None:
-    """SIGTERM, wait up to ``grace_s``, then SIGKILL."""
+def alive(pid: int) -> bool:
+    """True while process ``pid`` runs: it exists and is not a zombie (a
+    daemon's parent is init, which may reap it only a while after it exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def kill_pids(pids: Sequence[int], grace_s: float = 3.0) -> list[int]:
+    """SIGTERM, wait up to ``grace_s``, then SIGKILL; returns the pids that
+    needed the SIGKILL."""
     me = os.getpid()
     pids = [p for p in pids if p != me]
     for p in pids:
@@ -133,18 +146,13 @@ def _kill_pids(pids: Sequence[int], grace_s: float = 3.0) -> None:
             os.kill(p, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
+        pids = [p for p in pids if alive(p)]
         time.sleep(0.05)
+    pids = [p for p in pids if alive(p)]
     for p in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
+    return pids
 
 
 def delete_netns(ns: str) -> None:
@@ -152,8 +160,49 @@ def delete_netns(ns: str) -> None:
     Deleting a namespace destroys the interfaces in it (veth peers go too)."""
     if ns not in list_netns():
         return
-    _kill_pids(netns_pids(ns))
+    kill_pids(netns_pids(ns))
     run(["ip", "netns", "delete", ns], check=False)
+
+
+def add_netns(ns: str, timeout: float = CMD_TIMEOUT_S) -> None:
+    """Network namespace ``ns`` with its loopback up."""
+    run(["ip", "netns", "add", ns], timeout=timeout)
+    run(["ip", "-n", ns, "link", "set", "lo", "up"], timeout=timeout)
+
+
+def _in(ns: str | None) -> list[str]:
+    return ["-n", ns] if ns else []
+
+
+def _mtu(mtu: int | None) -> list[str]:
+    return ["mtu", str(mtu)] if mtu else []
+
+
+def add_bridge(bridge: str, ns: str | None = None, mtu: int | None = None, alias: str | None = None,
+               address: str | None = None, timeout: float = CMD_TIMEOUT_S) -> None:
+    """Linux bridge ``bridge`` in namespace ``ns`` (None: the caller's), up;
+    ``alias`` names its owner, ``address`` (CIDR) is the bridge's own."""
+    run(["ip", *_in(ns), "link", "add", bridge, *_mtu(mtu), "type", "bridge"], timeout=timeout)
+    if alias:
+        run(["ip", *_in(ns), "link", "set", "dev", bridge, "alias", alias], timeout=timeout)
+    if address:
+        run(["ip", *_in(ns), "addr", "add", address, "dev", bridge], timeout=timeout)
+    run(["ip", *_in(ns), "link", "set", bridge, "up"], timeout=timeout)
+
+
+def add_port(port: str, bridge: str, peer_ns: str, peer: str = HOST_IFACE, ns: str | None = None,
+             mtu: int | None = None, timeout: float = CMD_TIMEOUT_S) -> None:
+    """A veth pair: ``port`` in namespace ``ns`` (None: the caller's), a port
+    of ``bridge`` there and up, and its peer ``peer`` in namespace ``peer_ns``."""
+    run(["ip", *_in(ns), "link", "add", port, *_mtu(mtu), "type", "veth", "peer", "name", peer, *_mtu(mtu),
+         "netns", peer_ns], timeout=timeout)
+    run(["ip", *_in(ns), "link", "set", port, "master", bridge, "up"], timeout=timeout)
+
+
+def set_address(ns: str, dev: str, address: str, timeout: float = CMD_TIMEOUT_S) -> None:
+    """``address`` (CIDR) on ``dev`` in namespace ``ns``, and ``dev`` up."""
+    run(["ip", "-n", ns, "addr", "add", address, "dev", dev], timeout=timeout)
+    run(["ip", "-n", ns, "link", "set", dev, "up"], timeout=timeout)
 
 
 def cleanup(tag: str) -> list[str]:
@@ -334,10 +383,9 @@ class NetnsBridge(GuardedTestbed):
 
     # -- construction
     def _create(self) -> Testbed:
-        n, sw = self.names, self.names["switch_ns"]
-        ip = lambda *a: run(["ip", *a], timeout=self.setup_timeout_s)  # noqa: E731
-        ip("netns", "add", sw)
-        ip("-n", sw, "link", "set", "lo", "up")
+        n, sw, t = self.names, self.names["switch_ns"], self.setup_timeout_s
+        ip = lambda *a: run(["ip", *a], timeout=t)  # noqa: E731
+        add_netns(sw, timeout=t)
         if self.path == "macvlan":
             # the direct path: one lower device, and a macvlan of it (bridge mode) per host; frames
             # between hosts pass from one macvlan to the other inside the driver, no software switch
@@ -347,39 +395,31 @@ class NetnsBridge(GuardedTestbed):
             for dev in (lower, f"{lower}x"):
                 ip("-n", sw, "link", "set", dev, "up")
         else:
-            ip("-n", sw, "link", "add", n["bridge"], "mtu", str(self.mtu), "type", "bridge")
-            ip("-n", sw, "link", "set", n["bridge"], "up")
+            add_bridge(n["bridge"], ns=sw, mtu=self.mtu, timeout=t)
         for i, (hns, port) in enumerate(zip(n["host_ns"], n["switch_ports"])):
-            ip("netns", "add", hns)
-            ip("-n", hns, "link", "set", "lo", "up")
+            add_netns(hns, timeout=t)
+            address = f"{self.addresses[i]}/{self.net.prefixlen}"
             if self.path == "macvlan":
                 ip("-n", sw, "link", "add", port, "link", lower, "type", "macvlan", "mode", "bridge")
                 ip("-n", sw, "link", "set", port, "netns", hns)
                 ip("-n", hns, "link", "set", port, "name", HOST_IFACE)
                 for argv in link.qdisc_argv(hns, HOST_IFACE, **self.link):   # at each host's egress
-                    run(argv, timeout=self.setup_timeout_s)
-                ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}", "dev", HOST_IFACE)
-                ip("-n", hns, "link", "set", HOST_IFACE, "up")
+                    run(argv, timeout=t)
+                set_address(hns, HOST_IFACE, address, timeout=t)
                 continue
             # the host's link to the switch: eth0, or under a tunnel the underlay ul0
             wire = HOST_IFACE if self.path == "bridge" else link.UNDERLAY_IFACE
-            ip("-n", sw, "link", "add", port, "mtu", str(self.mtu), "type", "veth",
-               "peer", "name", wire, "mtu", str(self.mtu), "netns", hns)
-            ip("-n", sw, "link", "set", port, "master", n["bridge"], "up")
+            add_port(port, n["bridge"], hns, peer=wire, ns=sw, mtu=self.mtu, timeout=t)
             for argv in link.qdisc_argv(sw, port, **self.link):
-                run(argv, timeout=self.setup_timeout_s)
+                run(argv, timeout=t)
             if self.path == "bridge":
-                ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}",
-                   "dev", HOST_IFACE)
-                ip("-n", hns, "link", "set", HOST_IFACE, "up")
+                set_address(hns, HOST_IFACE, address, timeout=t)
                 continue
-            ip("-n", hns, "addr", "add", f"{self.underlay[i]}/{self.underlay_net.prefixlen}", "dev", wire)
-            ip("-n", hns, "link", "set", wire, "up")
+            set_address(hns, wire, f"{self.underlay[i]}/{self.underlay_net.prefixlen}", timeout=t)
             peers = [a for j, a in enumerate(self.underlay) if j != i]
             for argv in link.tunnel_argv(self.path, hns, HOST_IFACE, wire, self.underlay[i], peers):
-                run(argv, timeout=self.setup_timeout_s)
-            ip("-n", hns, "addr", "add", f"{self.addresses[i]}/{self.net.prefixlen}", "dev", HOST_IFACE)
-            ip("-n", hns, "link", "set", HOST_IFACE, "up")
+                run(argv, timeout=t)
+            set_address(hns, HOST_IFACE, address, timeout=t)
         mtu = self.mtu - link.OVERHEAD.get(self.path, 0)
         return Testbed(kind="netns-bridge", tag=self.tag, hosts=list(n["host_ns"]),
                        addresses=list(self.addresses), subnet=str(self.net), mtu=mtu,

@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .netns import (GuardedTestbed, host_addresses, TestbedError, _kill_pids, delete_netns,
+from .netns import (GuardedTestbed, host_addresses, TestbedError, kill_pids, delete_netns,
                     list_netns, run, validate_tag)
 from .atomic import write_json
 from . import link, paths
@@ -272,7 +272,7 @@ def cleanup(tag: str) -> list[str]:
                 if _pid_is_our_qemu(pid, run_dir):
                     pids.append(pid)
     if pids:
-        _kill_pids(pids, grace_s=5)
+        kill_pids(pids, grace_s=5)
         removed += [f"qemu pid {p}" for p in pids]
     if n["ns"] in list_netns():
         delete_netns(n["ns"])
@@ -464,7 +464,7 @@ class QemuCluster(GuardedTestbed):
 
     def _stop(self) -> None:
         if self.cluster is not None:
-            _kill_pids([p.pid for p in self.cluster.procs if p.poll() is None], grace_s=5)
+            kill_pids([p.pid for p in self.cluster.procs if p.poll() is None], grace_s=5)
             for p in self.cluster.procs:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(timeout=5)
