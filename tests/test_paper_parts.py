@@ -224,3 +224,25 @@ def test_every_view_computes_from_the_archive_and_reads_back_as_computed(tmp_pat
                 assert got[c].to_numpy() == pytest.approx(want[c].to_numpy(dtype=float), nan_ok=True), (v.name, c)
             else:
                 assert list(got[c].astype(str)) == list(want[c].fillna("").astype(str)), (v.name, c)
+
+
+def test_a_view_keeps_its_types_when_a_column_is_empty_on_every_row(tmp_path):
+    """A campaign without link limits (the tiny study) has no link on any row: the
+    view still reads that column as text, so a figure that selects ``link == ""``
+    finds its rows; a number missing on every row still reads as a number."""
+    import numpy as np
+    import pandas as pd
+
+    from hpcvirt import views
+
+    study, _ = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    main = ROOT / "data/results" / study["campaign"]
+    tidy = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""]) for p in sorted(main.glob("*/tidy.csv"))])
+    tidy = tidy[tidy["link"].isna()]
+    want = views.compute(views.by_name("app_scaling"), None, tidy).assign(spare=np.nan)
+    assert len(want) and want["link"].eq("").all()
+    views.write(tmp_path / "app_scaling.csv", want)
+    got = views.read(tmp_path / "app_scaling.csv")
+    assert got["link"].eq("").all() and len(got[got["link"] == ""]) == len(want)
+    assert pd.api.types.is_float_dtype(got["spare"]) and got["spare"].isna().all()
+    assert pd.api.types.is_integer_dtype(got["ranks"]) and got["perf"].to_numpy() == pytest.approx(want["perf"])

@@ -44,6 +44,6 @@ def write_json(path: str | os.PathLike, data) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def write_csv(path: str | os.PathLike, df) -> None:
+def write_csv(path: str | os.PathLike, df, **to_csv) -> None:
     with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False)
+        df.to_csv(tmp, index=False, **to_csv)

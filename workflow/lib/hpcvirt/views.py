@@ -86,11 +86,28 @@ def compute(view: View, summary: pd.DataFrame, tidy: pd.DataFrame, **params) -> 
     return view.compute(table, **{p: params[p] for p in view.params})
 
 
+def _text_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+
+
 def read(path) -> pd.DataFrame:
-    """A view as its notebook reads it: numbers as numbers, an empty text cell as ``""``."""
-    df = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    text = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-    return df.fillna({c: "" for c in text})
+    """A view (or a table a rule wrote) as its notebook reads it: numbers as numbers, a missing number as
+    NaN, an empty text cell as ``""``.  A view keeps the difference in its file (:func:`write`: a missing
+    number is ``nan``, an empty text cell an empty field), so a column empty on every row (no link limit
+    in a campaign) is still read as text; in a table written otherwise an empty cell among numbers is a
+    missing number, as before."""
+    df = pd.read_csv(path, keep_default_na=False, na_values=["nan"])
+    for c in df.columns:
+        if c in _text_columns(df):
+            given = df.loc[df[c] != "", c]
+            if len(given) and pd.to_numeric(given, errors="coerce").notna().all():
+                df[c] = pd.to_numeric(df[c].where(df[c] != ""))
+    return df.fillna({c: "" for c in _text_columns(df)})
+
+
+def write(path, df: pd.DataFrame) -> None:
+    """Write a view atomically so that :func:`read` gets back the types it was computed with."""
+    write_csv(path, df.fillna({c: "" for c in _text_columns(df)}), na_rep="nan")
 
 
 def read_tables(summary_path, tidy_paths) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -104,4 +121,4 @@ def write_all(summary_path, tidy_paths, outputs: dict[str, str | Path], **params
     """Compute every view of ``outputs`` (name -> path) and write each atomically."""
     summary, tidy = read_tables(summary_path, tidy_paths)
     for name, path in outputs.items():
-        write_csv(path, compute(by_name(name), summary, tidy, **params))
+        write(path, compute(by_name(name), summary, tidy, **params))
