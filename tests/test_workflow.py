@@ -29,9 +29,9 @@ PROFILE = ["--workflow-profile", "workflow/profiles/default"]
 QUICK = ["config/tiny.yaml", "config/quick.yaml"]
 
 
-def snakemake(*args, cwd=ROOT, timeout=600, check=True):
+def snakemake(*args, cwd=ROOT, timeout=600, check=True, env=None):
     res = subprocess.run(
-        [str(BIN / "snakemake"), *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout
+        [str(BIN / "snakemake"), *args], cwd=cwd, env=env or ENV, capture_output=True, text=True, timeout=timeout
     )
     if check and res.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
@@ -305,7 +305,9 @@ def test_tiny_study_end_to_end(tmp_path):
     """What `make quick` runs (config/tiny.yaml + config/quick.yaml), checked in detail."""
     work = fresh_copy(tmp_path / "repo")
     campaign = "tiny-e2e"
-    snakemake(*PROFILE, "--configfile", *QUICK, "--config", f"campaign={campaign}", cwd=work, timeout=900)
+    # the guest image is shared with the other VM tests (built once per machine, like the suites)
+    snakemake(*PROFILE, "--configfile", *QUICK, "--config", f"campaign={campaign}", cwd=work, timeout=900,
+              env=dict(ENV, HPCVIRT_WORKDIR=str(ROOT / ".hpcvirt")))
 
     # the paper, its figure and generated files exist; it says it is a quick look
     assert (work / "paper/main.pdf").stat().st_size > 50_000
