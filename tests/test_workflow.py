@@ -500,15 +500,14 @@ def test_a_run_without_the_profile_refuses_to_start(tmp_path):
 
 
 @pytest.mark.e2e
-def test_html_report_of_the_archive(tmp_path):
-    """`make report`'s two steps in a fresh copy: the paper from the archive,
-    then Snakemake's report with every figure (caption: what, campaign,
-    command; labels: testbeds, virtualization, VM accelerator), the tables and
-    the paper."""
+def test_html_report_of_the_archive(archive_clone):
+    """`make report`'s two steps in a clone: the paper from the archive (built
+    once for this test and the bundle's), then Snakemake's report with every
+    figure (caption: what, campaign, command; labels: testbeds,
+    virtualization, VM accelerator), the tables and the paper."""
     from hpcvirt.figures import FIGURES
 
-    work = fresh_copy(tmp_path / "repo")
-    snakemake(*PROFILE, "paper/main.pdf", cwd=work, timeout=600)
+    work = archive_clone
     (work / "report").mkdir()
     snakemake(*PROFILE, "--report", "report/hpcvirt.html", cwd=work, timeout=300)
     html = (work / "report/hpcvirt.html").read_text()
