@@ -29,10 +29,13 @@ per-round ratio of two configurations (e.g. a speed-up) wherever a selector
 may.  The quantity's median and order-statistic CI over
 the rounds decide the check: *holds* when the whole CI meets the threshold,
 *does not hold* when none of it does, *inconclusive* when the CI straddles
-it (or there is a single value, hence no CI).  A claim holds when all its checks hold and does not hold when one does
-not; a check whose rows are not in the campaign makes the claim *not tested*
-(the reason names the missing rows).  Verdicts computed from guests under
-TCG emulation say so: those numbers measure the emulator.
+it (or there is a single value, hence no CI).  A check on rows of guests
+under TCG software emulation is *not testable* on that host (its value is
+kept and shown: it measures the emulator, not a hypervisor; with KVM the
+same check decides).  A claim holds when all its checks hold and does not
+hold when one does not; otherwise it is not testable when one check is,
+and inconclusive when one check is; a check whose rows are not in the
+campaign makes the claim *not tested* (the reason names the missing rows).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from .query import SELECT_KEYS, QueryError, leaves, per_round, select
 from .analysis import normalize_units
 
 VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
+#: The reason of a check whose rows come from guests under TCG software emulation.
+TCG_REASON = "not testable on this host: guests emulated (TCG), the value measures the emulator"
 STUDIES = ("exposito2012", "nanos2010", "atif2016", "ramakrishnan2011", "richter2015")
 CHECK_KINDS = ("value", "ratio", "difference", "spread")
 CACHES = ("L1d", "L2", "L3")
@@ -292,9 +297,15 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
                            ci_level=ci["ci_level"],
                            verdict="inconclusive" if one else _decide(ci, chk["test"], chk["bound"]),
                            reason="one value: no confidence interval" if one else "")
+                if row["tcg"]:
+                    # the value is kept (the table shows it), but it measures the emulator, not a hypervisor
+                    row.update(verdict="not testable", reason=TCG_REASON)
             part.append(row)
         verdicts = {r["verdict"] for r in part}
+        # a claim is the conjunction of its checks: one that does not hold refutes it; one that cannot
+        # be tested on this host (guests emulated) leaves it undecided here, whatever the others say
         overall = ("not tested" if "not tested" in verdicts else "does not hold" if "does not hold" in verdicts
+                   else "not testable" if "not testable" in verdicts
                    else "inconclusive" if "inconclusive" in verdicts else "holds")
         for r in part:
             r["claim_verdict"] = overall
@@ -353,7 +364,7 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
              "\\begin{longtable}{@{}p{0.07\\linewidth}p{0.43\\linewidth}p{0.33\\linewidth}p{0.11\\linewidth}@{}}\n",
              f"\\caption{{{caption} Per claim: the quantity we compute, its "
              "median [CI] over the rounds, the threshold from the claim's verdict rule, and the verdict. "
-             "$\\dagger$: measured in guests under TCG software emulation (the numbers measure the emulator).}"
+             "$\\dagger$: measured in guests under TCG software emulation: the numbers measure the emulator, so the check is not testable on this host.}"
              f"\\label{{{label}}}\\\\\n",
              "\\toprule claim & statement (reported) & check: median [CI] vs threshold & verdict \\\\ \\midrule\n"
              "\\endfirsthead\n\\toprule claim & statement (reported) & check & verdict \\\\ \\midrule\n\\endhead\n"]
@@ -366,7 +377,7 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
             lines.append(f"\\multicolumn{{4}}{{@{{}}l}}{{\\textbf{{{names[study]}}}}} \\\\\n")
         for cid, c in g.groupby("claim", sort=False):
             first = c.iloc[0]
-            if first["claim_verdict"] == "not testable":
+            if first["check"] == 0:             # not testable by its declaration
                 check = f"\\emph{{{tex(first['reason'])}}}"
             else:
                 parts = []

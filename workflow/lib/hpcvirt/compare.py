@@ -85,6 +85,11 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
     changed = [c for c in tested if vn[c] != va[c]]
     if changed:
         out.append(" Changed: " + "; ".join(f"{c} ({va[c]} $\\to$ {vn[c]})" for c in changed) + ".")
+    # a claim the archive's host could not test (its guests emulated) that this campaign decides
+    decided = [c for c in vn.index if va.get(c) == "not testable" and vn[c] in ("holds", "does not hold", "inconclusive")]
+    if decided:
+        out.append(" Decided on this campaign, not testable on the archive's host: "
+                   + "; ".join(f"{c} ({vn[c]})" for c in decided) + ".")
     out.append("\n")
     if sentences:
         out.append("\n\\paragraph{Sentences written for the archive.} The text of this paper was written for the "
