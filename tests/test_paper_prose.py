@@ -1,0 +1,44 @@
+"""The paper's sentences about results, claims and threats type no number (hpcvirt.prose)."""
+
+from pathlib import Path
+
+import pytest
+
+from hpcvirt import prose
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_results_claims_and_threats_type_no_number():
+    assert len(prose.files(ROOT)) >= 10
+    assert prose.check(ROOT) == []
+
+
+@pytest.mark.parametrize("sentence, typed", [
+    ("MILC takes 2.5 times its time over shared memory.", ["2.5"]),
+    ("a loss of 35\\,\\% across the bridge", ["35\\,\\%"]),
+    ("on 64 processes of class C", ["64"]),
+    ("the ranks share the 2 cores", ["2"]),
+    ("runs of 0.1~s", ["0.1~s"]),
+])
+def test_a_typed_number_is_found(sentence, typed):
+    assert [t for _, t in prose.typed_numbers(sentence)] == typed
+
+
+@pytest.mark.parametrize("sentence", [
+    "MILC takes \\hvAppVmMilcVm{} [\\hvAppVmMilcVmLo, \\hvAppVmMilcVmHi] times",
+    "the claim \\claimsays{RAM-1}{not testable} (\\claimthreshold{RAM-1}{2})",
+    "as in Fig.~5 of the study and Table~\\ref{tab:values-atif2016}",
+    "across the bridge limited to 10\\,Gbit/s, four iperf3 streams",
+    "the knee where the bandwidth falls 20\\,\\% below its maximum, L3/4",
+    "% a comment may say 42",
+])
+def test_macros_references_names_and_method_constants_are_not_typed_numbers(sentence):
+    assert prose.typed_numbers(sentence) == []
+
+
+def test_the_message_names_file_line_and_token(tmp_path):
+    (tmp_path / "paper/sections/parts").mkdir(parents=True)
+    (tmp_path / "paper/sections/claims.tex").write_text("All fine: \\claimvalue{EXP-1}{1}.\nIt is 3 times slower.\n")
+    assert prose.check(tmp_path) == ["paper/sections/claims.tex:2: '3' is typed, not generated: use a macro of "
+                                     "paper/generated/numbers.tex or a claim's \\claimvalue/\\claimthreshold"]

@@ -1,0 +1,62 @@
+"""Numbers typed into the paper's sentences about results, claims and threats.
+
+Every number and every finding there comes from a generated macro
+(``paper/generated/numbers.tex``) or a claim's verdict and values
+(``\\claimsays``, ``\\claimvalue``, ``\\claimthreshold``).  A digit typed
+into those sentences is a number no rule produced: :func:`typed_numbers`
+finds it.  What may be typed is listed in :data:`ALLOWED`, each with why:
+references, names that contain digits, and the method's own constants.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+#: The sentences this applies to: the results, the claims and the threats to validity.
+FILES = ("paper/sections/results.tex", "paper/sections/claims.tex", "paper/sections/threats.tex",
+         "paper/sections/parts/results-*.tex", "paper/sections/parts/threats-*.tex")
+
+#: What may be typed, and why.
+ALLOWED: tuple[tuple[str, str], ...] = (
+    (r"(?:EXP|NAN|ATI|RAM|RIC)-\d+", "a claim's id"),
+    (r"(?:Fig\.|Figs\.|Table|and)~\d+[a-z]?", "a figure or table of a study, by its own number"),
+    (r"L3(?:/4)?|10G|IPoIB", "a name with a digit (the cache level, 10G Ethernet, IP over InfiniBand)"),
+    (r"\$T\(1\)/T\(n\)\$", "the speed-up's definition"),
+    (r"(?:1|10)\\,Gbit/s", "the rate of a tc-limited testbed link (config/testbeds/bridge-gbe.yaml, bridge-10g.yaml)"),
+    (r"20\\,\\%", "the knee's definition: the bandwidth 20 % below its maximum (claims.yaml, at: {knee: 0.2})"),
+    (r"\(1:", "the reference value of a ratio axis (1: as fast as native)"),
+)
+
+_COMMENT = re.compile(r"(?<!\\)%.*")
+# a command with its optional and braced arguments (one level of nesting inside braces)
+_COMMAND = re.compile(r"\\[A-Za-z@]+\*?(?:\[[^\]]*\])*(?:\{(?:[^{}]|\{[^{}]*\})*\})*")
+_TOKEN = re.compile(r"\S*\d\S*")
+
+
+def typed_numbers(text: str) -> list[tuple[int, str]]:
+    """(line, token) for every token with a digit that is not inside a command's arguments and not
+    allowed by :data:`ALLOWED`."""
+    from .benchmarks import REGISTRY
+
+    # a benchmark's name may hold a digit too
+    names = [re.escape(b.name) for b in REGISTRY if re.search(r"\d", b.name)]
+    allowed = re.compile("|".join([f"(?:{a})" for a, _ in ALLOWED] + names))
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = _COMMENT.sub("", line)
+        line = allowed.sub(" ", line)
+        line = _COMMAND.sub(" ", line)
+        out.extend((n, t) for t in _TOKEN.findall(line))
+    return out
+
+
+def files(root: Path) -> list[Path]:
+    return sorted({p for pattern in FILES for p in Path(root).glob(pattern)})
+
+
+def check(root: Path) -> list[str]:
+    """One message per typed number in the paper's results, claims and threats: file:line and the token."""
+    return [f"{p.relative_to(root)}:{n}: '{tok}' is typed, not generated: use a macro of "
+            f"paper/generated/numbers.tex or a claim's \\claimvalue/\\claimthreshold"
+            for p in files(root) for n, tok in typed_numbers(p.read_text(encoding="utf-8"))]
