@@ -352,3 +352,44 @@ def test_cache_sizes_come_from_the_hosts_hwloc_topology():
                                        "L2Cache:2(size=1048576) L1dCache:1(size=32768) Core:1 PU:1"}}
     assert provenance.cache_sizes(host) == {"L3": 2 ** 25, "L2": 2 ** 20, "L1d": 2 ** 15}
     assert provenance.cache_sizes({"cpu": {"hwloc_synthetic": None}}) == {} == provenance.cache_sizes(None)
+
+
+def _campaign(name: str) -> tuple[pd.DataFrame, dict]:
+    d = ROOT / "data/results" / name
+    tidy = pd.concat([pd.read_csv(p) for p in sorted(d.glob("*/tidy.csv"))], ignore_index=True)
+    caches = {p.parent.name: provenance.cache_sizes(json.loads(p.read_text())["host"])
+              for p in sorted(d.glob("*/provenance.json"))}
+    return tidy, caches
+
+
+def test_every_archived_campaign_is_evaluated_and_each_verdict_says_how_stable_it_is():
+    """The engine of today on every archived campaign of the study; a verdict
+    that flips between them is reported unstable, one they all share stable."""
+    entries = claims.load(CLAIMS, CLAIMS_MD)
+    names = sorted(p.name for p in (ROOT / "data/results").glob(CAMPAIGN.split("-")[0] + "-*")
+                   if (p / "summary.csv").exists())
+    assert CAMPAIGN in names and len(names) >= 5
+    verdicts = {}
+    for n in names:
+        tidy, caches = _campaign(n)
+        verdicts[n] = claims.evaluate(entries, tidy, n, caches=caches)
+    for n, v in verdicts.items():
+        assert v["claim"].nunique() == len(entries), n
+    here = verdicts[CAMPAIGN]
+    st = claims.stability(here, {n: v for n, v in verdicts.items() if n != CAMPAIGN}).set_index("claim")
+    assert len(st) == len(entries)
+    # CG and IS across two hosts hold on every campaign that has them; EP's speed-up flips with the noise
+    assert st.loc["EXP-13", "stable"] and st.loc["EXP-13", "agree"] == st.loc["EXP-13", "decided"] >= 5
+    assert not st.loc["ATI-7", "stable"] and 0 < st.loc["ATI-7", "agree"] < st.loc["ATI-7", "decided"]
+    # a claim not decided here is neither stable nor counted as agreeing
+    assert not st.loc["EXP-3", "stable"] and st.loc["EXP-3", "agree"] == 0
+    row = st.loc["ATI-7"]
+    assert claims.stability_text(row) == f"{row['agree']} of {row['decided']} campaigns agree: unstable"
+    # the table and the macros carry it
+    merged = here.merge(st.reset_index(), on="claim")
+    assert "campaigns agree: unstable" in claims.tex_table(merged)
+    macros = claims.tex_macros(merged)
+    stable = int(re.search(r"hvclaimcount@stable\}\{(\d+)\}", macros).group(1))
+    unstable = int(re.search(r"hvclaimcount@unstable\}\{(\d+)\}", macros).group(1))
+    decided = int(re.search(r"hvclaimcount@decided\}\{(\d+)\}", macros).group(1))
+    assert stable + unstable == decided and stable >= 1 and unstable >= 1

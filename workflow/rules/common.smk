@@ -202,6 +202,33 @@ PARSED_CAMPAIGN = (
 )
 
 
+def study_campaigns():
+    """The other campaigns of this study under data/results (named like the archive,
+    e.g. local-<time>), for the stability of the claims' verdicts."""
+    prefix = ARCHIVE.split("-", 1)[0] + "-"
+    return sorted(
+        p.name
+        for p in Path("data/results").glob(f"{prefix}*")
+        if p.name != CAMPAIGN and (p / "summary.csv").exists()
+    )
+
+
+def study_campaign_tables(wildcards):
+    return sorted(
+        str(p)
+        for c in study_campaigns()
+        for p in Path("data/results", c).glob("*/tidy.csv")
+    )
+
+
+def study_campaign_hosts(wildcards):
+    return sorted(
+        str(p)
+        for c in study_campaigns()
+        for p in Path("data/results", c).glob("*/provenance.json")
+    )
+
+
 def archive_host_records(wildcards):
     return sorted(
         str(p) for p in Path(f"data/results/{ARCHIVE}").glob("*/provenance.json")

@@ -88,6 +88,9 @@ rule claims:
         # the committed archive's tables, for "this campaign against the archive"
         archive=archive_tidy_tables,
         archive_hosts=archive_host_records,
+        # every other campaign of the study, for the stability of each verdict
+        campaigns=study_campaign_tables,
+        campaign_hosts=study_campaign_hosts,
     output:
         verdicts=report(
             f"data/results/{CAMPAIGN}/claims.csv",

@@ -24,6 +24,15 @@ with open(snakemake.log[0], "w") as log:
     entries = claims.load(snakemake.input.claims, snakemake.input.claims_md)
     tidy = pd.concat([pd.read_csv(p) for p in snakemake.input.tidy], ignore_index=True)
     verdicts = claims.evaluate(entries, tidy, snakemake.params.campaign, caches=caches(snakemake.input.hosts))
+    # the same engine on every other campaign of the study: how stable is each verdict?
+    others = {}
+    for name in sorted({Path(p).parent.parent.name for p in snakemake.input.campaigns}):
+        tables = [p for p in snakemake.input.campaigns if Path(p).parent.parent.name == name]
+        hosts = [p for p in snakemake.input.campaign_hosts if Path(p).parent.parent.name == name]
+        others[name] = claims.evaluate(entries, pd.concat([pd.read_csv(p) for p in tables], ignore_index=True),
+                                       name, caches=caches(hosts))
+    verdicts = verdicts.merge(claims.stability(verdicts, others), on="claim", how="left")
+    print(f"stability over {len(others)} other campaigns: {sorted(others)}", file=log)
     campaign, archive = snakemake.params.campaign, snakemake.params.archive
     problems = claims.check_sentences([*snakemake.input.sections, *snakemake.input.parts], verdicts,
                                       archived=campaign == archive)

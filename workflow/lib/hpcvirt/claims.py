@@ -319,6 +319,35 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
     return df[cols]
 
 
+DECIDED = ("holds", "does not hold", "inconclusive")
+
+
+def stability(verdicts: pd.DataFrame, others: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per claim, how its verdict on this campaign fares on the other campaigns of the study
+    (``others``: campaign -> its verdict table, evaluated with the same engine): ``decided``, the
+    campaigns (this one included) whose verdict is one of :data:`DECIDED`; ``agree``, those with
+    this campaign's verdict; ``stable``, whether the verdict is decided here and every campaign
+    that decides the claim agrees (at least two).  A verdict that flips between campaigns of the
+    same study is noise, not a finding."""
+    here = verdicts.drop_duplicates("claim").set_index("claim")["claim_verdict"]
+    there = {c: v.drop_duplicates("claim").set_index("claim")["claim_verdict"] for c, v in others.items()}
+    rows = []
+    for cid, verdict in here.items():
+        seen = [verdict] + [v[cid] for v in there.values() if cid in v.index]
+        decided = [v for v in seen if v in DECIDED]
+        agree = sum(v == verdict for v in decided) if verdict in DECIDED else 0
+        rows.append(dict(claim=cid, decided=len(decided), agree=agree,
+                         stable=verdict in DECIDED and len(decided) >= 2 and agree == len(decided)))
+    return pd.DataFrame(rows, columns=["claim", "decided", "agree", "stable"])
+
+
+def stability_text(row) -> str:
+    """``4 of 6 campaigns agree`` (or empty when fewer than two campaigns decide the claim)."""
+    if row is None or row["decided"] < 2 or not row["agree"]:
+        return ""
+    return f"{int(row['agree'])} of {int(row['decided'])} campaigns agree" + ("" if row["stable"] else ": unstable")
+
+
 def counts(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Claims per study and verdict."""
     per_claim = verdicts.drop_duplicates("claim")
@@ -351,6 +380,16 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
         n = int(counts_t[v].sum()) if v in counts_t else 0
         out.append(f"\\@namedef{{hvclaimcount@{v}}}{{{n}}}\n")
     out.append(f"\\@namedef{{hvclaimcount@all}}{{{verdicts['claim'].nunique()}}}\n")
+    if "stable" in verdicts.columns:
+        for _, r in verdicts.drop_duplicates("claim").iterrows():
+            if stability_text(r):
+                out.append(f"\\@namedef{{hvclaimstab@{r['claim']}}}{{{stability_text(r)}}}\n")
+        # the claims this campaign decides whose verdict every other campaign that decides them shares
+        first = verdicts.drop_duplicates("claim")
+        decided = first["claim_verdict"].isin(DECIDED)
+        out.append(f"\\@namedef{{hvclaimcount@stable}}{{{int((decided & first['stable'].astype(bool)).sum())}}}\n")
+        out.append(f"\\@namedef{{hvclaimcount@unstable}}{{{int((decided & ~first['stable'].astype(bool)).sum())}}}\n")
+        out.append(f"\\@namedef{{hvclaimcount@decided}}{{{int(decided.sum())}}}\n")
     out.append("\\makeatother\n")
     return "".join(out)
 
@@ -364,7 +403,10 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
              "\\begin{longtable}{@{}p{0.07\\linewidth}p{0.43\\linewidth}p{0.33\\linewidth}p{0.11\\linewidth}@{}}\n",
              f"\\caption{{{caption} Per claim: the quantity we compute, its "
              "median [CI] over the rounds, the threshold from the claim's verdict rule, and the verdict. "
-             "$\\dagger$: measured in guests under TCG software emulation: the numbers measure the emulator, so the check is not testable on this host.}"
+             "$\\dagger$: measured in guests under TCG software emulation: the numbers measure the emulator, so the check is not testable on this host."
+             + (" In parentheses: of the campaigns of this study (the archived ones and this one) that decide the "
+                "claim, how many give this verdict; unstable when they differ." if "decided" in verdicts.columns else "")
+             + "}"
              f"\\label{{{label}}}\\\\\n",
              "\\toprule claim & statement (reported) & check: median [CI] vs threshold & verdict \\\\ \\midrule\n"
              "\\endfirsthead\n\\toprule claim & statement (reported) & check & verdict \\\\ \\midrule\n\\endhead\n"]
@@ -389,8 +431,9 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
                     else:
                         parts.append(f"{tex(r['quantity'])}: \\emph{{{tex(r['reason'])}}}")
                 check = "; ".join(parts)
+            stab = stability_text(first) if "decided" in c.columns else ""
             lines.append(f"{cid} & {tex(first['statement'])} ({tex(first['reported'])}) & {check} & "
-                         f"\\textbf{{{first['claim_verdict']}}} \\\\\n")
+                         f"\\textbf{{{first['claim_verdict']}}}{f' ({stab})' if stab else ''} \\\\\n")
         if several:
             lines.append("\\midrule\n")
     lines.append("\\bottomrule\n\\end{longtable}\n")
