@@ -120,7 +120,8 @@ def test_the_tex_has_the_table_and_the_macros_and_says_when_there_is_no_campaign
     assert "\\hvdatapathstrue" in tex
     off = datapaths_tex(None, campaign="")
     assert "\\hvdatapathsfalse" in off and "\\newcommand" not in off
-    section = (ROOT / "paper/sections/datapaths.tex").read_text()
+    # the data paths' section and, in the supplement, Richter et al.'s set-ups
+    section = "".join((ROOT / f"paper/sections/{f}.tex").read_text() for f in ("datapaths", "richter"))
     assert "\\ifhvdatapaths" in section and "\\else" in section
 
 
@@ -164,7 +165,8 @@ def test_the_archived_data_path_campaigns_are_committed_and_define_the_sections_
     tex = datapaths_tex(richter_table(tidy, REFERENCE, REASONS), datapath_table(tidy), campaign=name,
                         own=name == CONFIG["campaign"])
     defined = set(re.findall(r"\\newcommand\{\\(hv\w+)\}", tex))
-    section = (ROOT / "paper/sections/datapaths.tex").read_text()
+    # the data paths' section and, in the supplement, Richter et al.'s set-ups
+    section = "".join((ROOT / f"paper/sections/{f}.tex").read_text() for f in ("datapaths", "richter"))
     used = set(re.findall(r"\\(hv(?:Richter|Dp)[A-Za-z]*)", section))
     # the guests' set-ups are in a campaign with guests only: the section tests for them (\ifdefined\hvRichterTwoAS)
     guards = {g.removesuffix("S") for g in re.findall(r"\\ifdefined\\(hv\w+)", section)}

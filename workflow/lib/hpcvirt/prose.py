@@ -14,7 +14,8 @@ import re
 from pathlib import Path
 
 #: The sentences this applies to: the results, the claims and the threats to validity.
-FILES = ("paper/sections/results.tex", "paper/sections/claims.tex", "paper/sections/threats.tex",
+FILES = ("paper/sections/results.tex", "paper/sections/details.tex", "paper/sections/claims.tex",
+         "paper/sections/threats.tex",
          "paper/sections/parts/results-*.tex", "paper/sections/parts/threats-*.tex")
 
 #: What may be typed, and why.
