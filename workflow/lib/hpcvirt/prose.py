@@ -1,10 +1,12 @@
-"""Numbers typed into the paper's sentences about results, claims and threats.
+"""Numbers and verdicts typed into the paper's sentences about results, claims and threats.
 
 Every number and every finding there comes from a generated macro
 (``paper/generated/numbers.tex``) or a claim's verdict and values
 (``\\claimsays``, ``\\claimvalue``, ``\\claimthreshold``).  A digit typed
 into those sentences is a number no rule produced: :func:`typed_numbers`
-finds it.  What may be typed is listed in :data:`ALLOWED`, each with why:
+finds it; a sentence that names a claim and states its verdict in words
+instead of through ``\\claimsays`` is a finding nothing checks against the
+data: :func:`typed_verdicts` finds it.  What may be typed is listed in :data:`ALLOWED`, each with why:
 references, names that contain digits, and the method's own constants.
 """
 
@@ -52,12 +54,42 @@ def typed_numbers(text: str) -> list[tuple[int, str]]:
     return out
 
 
+_CLAIM_ID = re.compile(r"\b(?:EXP|NAN|ATI|RAM|RIC)-\d+\b")
+_VERDICT = re.compile(r"\b(?:holds?|does not hold|do not hold|inconclusive|not testable|not tested|refuted|"
+                      r"confirmed)\b", re.IGNORECASE)
+
+
+def typed_verdicts(text: str) -> list[tuple[int, str]]:
+    """(line, sentence) for every sentence that names a claim and states a verdict typed into the text
+    rather than through ``\\claimsays`` (which the claims rule checks against the data): a claim id and a
+    verdict word outside the arguments of a command, in one sentence."""
+    lines = [_COMMENT.sub("", line) for line in text.splitlines()]
+    flat = "\n".join(lines)
+    out = []
+    start = 0
+    for m in re.finditer(r"(?<=[.;:!?])\s+|\n\s*\n", flat + "\n\n"):
+        sentence, begin = flat[start:m.start()], start
+        start = m.end()
+        bare = _COMMAND.sub(" ", sentence)
+        if _CLAIM_ID.search(bare) and _VERDICT.search(bare):
+            out.append((flat.count("\n", 0, begin) + 1, " ".join(sentence.split())))
+    return out
+
+
 def files(root: Path) -> list[Path]:
     return sorted({p for pattern in FILES for p in Path(root).glob(pattern)})
 
 
 def check(root: Path) -> list[str]:
-    """One message per typed number in the paper's results, claims and threats: file:line and the token."""
-    return [f"{p.relative_to(root)}:{n}: '{tok}' is typed, not generated: use a macro of "
-            f"paper/generated/numbers.tex or a claim's \\claimvalue/\\claimthreshold"
-            for p in files(root) for n, tok in typed_numbers(p.read_text(encoding="utf-8"))]
+    """One message per typed number and per typed verdict in the paper's results, claims and threats:
+    file:line and the token or the sentence."""
+    out = []
+    for p in files(root):
+        text = p.read_text(encoding="utf-8")
+        out += [f"{p.relative_to(root)}:{n}: '{tok}' is typed, not generated: use a macro of "
+                f"paper/generated/numbers.tex or a claim's \\claimvalue/\\claimthreshold"
+                for n, tok in typed_numbers(text)]
+        out += [f"{p.relative_to(root)}:{n}: the sentence \"{sentence}\" states a claim's verdict typed into "
+                f"the text: write it as \\claimsays{{ID}}{{verdict}}, which the claims rule checks against the data"
+                for n, sentence in typed_verdicts(text)]
+    return out
