@@ -214,7 +214,7 @@ def test_tiny_study_through_apptainer(tmp_path):
     and image; nothing is rejected (Apptainer's INFO lines stay out of the outputs)."""
     import pandas as pd
     from test_container_workflow import PROFILE, _seed_image, snakemake
-    from test_workflow import fresh_copy
+    from test_workflow import APP_BENCHMARKS, fresh_copy, suites_only
 
     work = fresh_copy(tmp_path / "repo")
     _seed_image(work)                     # the SquashFS image; the SIF is built from it by the workflow
@@ -226,10 +226,8 @@ def test_tiny_study_through_apptainer(tmp_path):
     campaign = "tiny-apptainer"
     # the suites only: the applications in an image are what the Charliecloud test measures
     # (tests/test_container_workflow.py); the runtime's path is the same for every benchmark
-    (work / "config/suites-only.yaml").write_text(yaml.safe_dump({"experiments": {
-        app: {"enabled": False} for app in ("openfoam", "lammps", "milc", "qe")}}))
     snakemake(*PROFILE, f"data/results/{campaign}/summary.csv", "--configfile", "config/tiny.yaml",
-              "config/one-host.yaml", "config/suites-only.yaml", "--config", "testbeds=[local-apptainer]",
+              "config/one-host.yaml", suites_only(work), "--config", "testbeds=[local-apptainer]",
               "skip_unoffered=True", f"campaign={campaign}", cwd=work, timeout=1500)
     sif = work / ".hpcvirt/images/offline.sif"
     digest = (work / ".hpcvirt/images/offline.sif.sha256").read_text().split()[0]
@@ -245,7 +243,7 @@ def test_tiny_study_through_apptainer(tmp_path):
     assert app["virtualization"].str.endswith("+apptainer").all()
     assert set(app["image_digest"]) == {digest}
     assert {"netpipe", "qperf", "imb", "osu_latency", "npb-ep"} <= set(app["benchmark"])
-    assert not {"lammps", "milc", "qe-pw", "openfoam-dambreak"} & set(app["benchmark"])
+    assert not set(APP_BENCHMARKS) & set(app["benchmark"])
     for p in sorted((work / f"data/raw/{campaign}/local-apptainer/netpipe").glob("*/rep-1.json")):
         argv = json.loads(p.read_text())["command"]["argv"]
         i = next(i for i, a in enumerate(argv) if a.endswith("apptainer"))

@@ -19,12 +19,9 @@ import yaml
 import test_slurm_workflow as tsw
 from hpcvirt import matrix
 from hpcvirt.tidy import COLUMNS
-from test_workflow import fresh_copy
+from test_workflow import APP_BENCHMARKS, fresh_copy, suites_only
 
 ROOT = Path(__file__).resolve().parents[1]
-# the applications' experiments and the benchmarks they write
-APPS = ("openfoam", "lammps", "milc", "qe")
-APP_BENCHMARKS = ("openfoam-dambreak", "lammps", "milc", "qe-pw")
 
 
 def readme_command() -> list[str]:
@@ -68,11 +65,9 @@ def test_readme_slurm_command_builds_the_paper(tmp_path):
     # through the executors; tests/test_workflow.py measures them locally); every value positive
     # (but energies and retransmissions)
     cfg = [a for a in argv[argv.index("--configfile") + 1:argv.index("--config")]]
-    (work / "config/suites-only.yaml").write_text(yaml.safe_dump({"experiments": {
-        app: {"enabled": False} for app in APPS}}))
     t0 = time.monotonic()
     res = tsw.smk(work, *tsw.LOCAL_PROFILE, "data/results/via-local/local/tidy.csv", "--configfile", *cfg,
-                  "config/suites-only.yaml", "--config", "campaign=via-local", "testbeds=[local]", env=env,
+                  suites_only(work), "--config", "campaign=via-local", "testbeds=[local]", env=env,
                   timeout=1500)
     local_s = time.monotonic() - t0
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]

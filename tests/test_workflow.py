@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from hpcvirt import matrix
 from hpcvirt.config import load_study
@@ -229,8 +230,6 @@ def test_a_symlinked_raw_directory_is_refused_before_any_job(tmp_path):
 def test_raw_outputs_that_differ_from_the_tables_stop_the_run(tmp_path):
     """In a copy of the archive: a deleted raw output, one changed byte, an output the table was not parsed
     from: the run names it and stops before any job (rather than draw the paper from a stale table)."""
-    import yaml
-
     from hpcvirt.config import archived_campaign
 
     work = fresh_copy(tmp_path / "repo")
@@ -266,8 +265,6 @@ def test_raw_outputs_that_differ_from_the_tables_stop_the_run(tmp_path):
 
 def tiny_study(work: Path, campaign: str) -> dict:
     """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
-    import yaml
-
     def merge(a, b):
         out = dict(a)
         for k, v in b.items():
@@ -294,6 +291,19 @@ def fresh_copy(dst: Path) -> Path:
             shutil.copy2(src, dst / f)
     subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
     return dst
+
+
+# The applications' experiments and the benchmarks they write.
+APPS = ("openfoam", "lammps", "milc", "qe")
+APP_BENCHMARKS = ("openfoam-dambreak", "lammps", "milc", "qe-pw")
+
+
+def suites_only(work: Path) -> str:
+    """An overlay in a copy that leaves the applications out (for tests of a path that every benchmark
+    takes alike): its path relative to the copy, for --configfile."""
+    (work / "config/suites-only.yaml").write_text(yaml.safe_dump({"experiments": {
+        app: {"enabled": False} for app in APPS}}))
+    return "config/suites-only.yaml"
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="benchmarks run in a private network namespace (unshare -n needs root)")

@@ -20,9 +20,12 @@ FILES = ("paper/sections/results.tex", "paper/sections/details.tex", "paper/sect
          "paper/sections/threats.tex",
          "paper/sections/parts/results-*.tex", "paper/sections/parts/threats-*.tex")
 
+#: A claim's id (data/reference/claims.yaml).
+_CLAIM_ID = r"\b(?:EXP|NAN|ATI|RAM|RIC)-\d+\b"
+
 #: What may be typed, and why.
 ALLOWED: tuple[tuple[str, str], ...] = (
-    (r"(?:EXP|NAN|ATI|RAM|RIC)-\d+", "a claim's id"),
+    (_CLAIM_ID, "a claim's id"),
     (r"(?:Fig\.|Figs\.|Table|and)~\d+[a-z]?", "a figure or table of a study, by its own number"),
     (r"L3(?:/4)?|10G|IPoIB", "a name with a digit (the cache level, 10G Ethernet, IP over InfiniBand)"),
     (r"\$T\(1\)/T\(n\)\$", "the speed-up's definition"),
@@ -54,7 +57,6 @@ def typed_numbers(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_CLAIM_ID = re.compile(r"\b(?:EXP|NAN|ATI|RAM|RIC)-\d+\b")
 _VERDICT = re.compile(r"\b(?:holds?|does not hold|do not hold|inconclusive|not testable|not tested|refuted|"
                       r"confirmed)\b", re.IGNORECASE)
 
@@ -71,7 +73,7 @@ def typed_verdicts(text: str) -> list[tuple[int, str]]:
         sentence, begin = flat[start:m.start()], start
         start = m.end()
         bare = _COMMAND.sub(" ", sentence)
-        if _CLAIM_ID.search(bare) and _VERDICT.search(bare):
+        if re.search(_CLAIM_ID, bare) and _VERDICT.search(bare):
             out.append((flat.count("\n", 0, begin) + 1, " ".join(sentence.split())))
     return out
 
