@@ -80,18 +80,31 @@ def _claim(**check) -> claims.Claim:
 
 
 @pytest.mark.parametrize("a, test, bound, verdict", [
-    ([1, 2, 3], "below", 4, "holds"),            # ratios 0.1, 0.2, 0.3: all below
-    ([1, 2, 3], "below", 0.05, "does not hold"),
-    ([1, 2, 3], "below", 0.25, "inconclusive"),  # the CI [0.1, 0.3] straddles 0.25
-    ([1, 2, 3], "above", 0.05, "holds"),
-    ([1, 2, 3], "within", [0.05, 0.35], "holds"),
-    ([1, 2, 3], "within", [0.5, 0.9], "does not hold"),
-    ([1, 2, 3], "within", [0.15, 0.9], "inconclusive"),
+    ([1, 2, 3, 2.5, 1.5], "below", 4, "holds"),            # ratios 0.1 to 0.3: all below
+    ([1, 2, 3, 2.5, 1.5], "below", 0.05, "does not hold"),
+    ([1, 2, 3, 2.5, 1.5], "below", 0.25, "inconclusive"),  # the CI [0.1, 0.3] straddles 0.25
+    ([1, 2, 3, 2.5, 1.5], "above", 0.05, "holds"),
+    ([1, 2, 3, 2.5, 1.5], "within", [0.05, 0.35], "holds"),
+    ([1, 2, 3, 2.5, 1.5], "within", [0.5, 0.9], "does not hold"),
+    ([1, 2, 3, 2.5, 1.5], "within", [0.15, 0.9], "inconclusive"),
 ])
 def test_verdict_rules_on_the_ci(a, test, bound, verdict):
-    v = claims.evaluate([_claim(test=test, bound=bound)], _tidy({"a": a, "b": [10, 10, 10]}), "c")
+    v = claims.evaluate([_claim(test=test, bound=bound)], _tidy({"a": a, "b": [10] * 5}), "c")
     assert v["verdict"].tolist() == [verdict] and v["claim_verdict"].tolist() == [verdict]
     assert (v["ci_low"].iloc[0], v["ci_high"].iloc[0]) == pytest.approx((0.1, 0.3))
+    assert v["ci_level"].iloc[0] == pytest.approx(0.9375)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_too_few_rounds_decide_nothing(n):
+    """Below five rounds the [min, max] interval covers the median with less
+    than 90 % (three rounds: 75 %): the check is inconclusive and says why,
+    however clearly its values meet the threshold."""
+    v = claims.evaluate([_claim(test="below", bound=4)], _tidy({"a": [1, 2, 3, 2.5][:n], "b": [10] * n}), "c")
+    assert v["verdict"].tolist() == ["inconclusive"] and v["claim_verdict"].tolist() == ["inconclusive"]
+    reason = v["reason"].iloc[0]
+    assert reason == "one value: no confidence interval" if n == 1 else reason.startswith(f"too few rounds: {n} values")
+    assert n == 1 or "below 90 %" in reason
 
 
 def test_missing_rows_leave_the_claim_not_tested_with_the_reason():

@@ -29,7 +29,10 @@ per-round ratio of two configurations (e.g. a speed-up) wherever a selector
 may.  The quantity's median and order-statistic CI over
 the rounds decide the check: *holds* when the whole CI meets the threshold,
 *does not hold* when none of it does, *inconclusive* when the CI straddles
-it (or there is a single value, hence no CI).  A check on rows of guests
+it, when there is a single value (hence no CI), or when the rounds are too
+few for the CI to reach :data:`MIN_COVERAGE` (three rounds give [min, max]
+at 75 %, five at 93.75 %): a verdict rests only on an interval that covers
+the median with at least that probability.  A check on rows of guests
 under TCG software emulation is *not testable* on that host (its value is
 kept and shown: it measures the emulator, not a hypervisor; with KVM the
 same check decides).  A claim holds when all its checks hold and does not
@@ -56,6 +59,8 @@ from .analysis import normalize_units
 VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
 #: The reason of a check whose rows come from guests under TCG software emulation.
 TCG_REASON = "not testable on this host: guests emulated (TCG), the value measures the emulator"
+#: The least achieved coverage of a check's interval that may decide it (five rounds give 93.75 %).
+MIN_COVERAGE = 0.9
 STUDIES = ("exposito2012", "nanos2010", "atif2016", "ramakrishnan2011", "richter2015")
 CHECK_KINDS = ("value", "ratio", "difference", "spread")
 CACHES = ("L1d", "L2", "L3")
@@ -247,6 +252,16 @@ def _raw_quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, s
     return (a / b if check["kind"] == "ratio" else a - b), None, virt
 
 
+def _undecided(ci: dict) -> str:
+    """Why an interval cannot decide a check ('' when it can)."""
+    if ci["n"] < 2:
+        return "one value: no confidence interval"
+    if ci["ci_level"] < MIN_COVERAGE:
+        return (f"too few rounds: {ci['n']} values give an interval of {100 * ci['ci_level']:.4g} % coverage, "
+                f"below {100 * MIN_COVERAGE:.4g} %")
+    return ""
+
+
 def _decide(ci: dict, test: str, bound) -> str:
     lo, hi = ci["ci_low"], ci["ci_high"]
     if test == "below":
@@ -292,11 +307,10 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
                 row.update(verdict="not tested", reason=f"not measured in this campaign: {missing}")
             else:
                 ci = stats.median_ci(values, level)
-                one = ci["n"] < 2
                 row.update(n=ci["n"], median=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"],
-                           ci_level=ci["ci_level"],
-                           verdict="inconclusive" if one else _decide(ci, chk["test"], chk["bound"]),
-                           reason="one value: no confidence interval" if one else "")
+                           ci_level=ci["ci_level"], verdict="inconclusive", reason=_undecided(ci))
+                if not row["reason"]:
+                    row["verdict"] = _decide(ci, chk["test"], chk["bound"])
                 if row["tcg"]:
                     # the value is kept (the table shows it), but it measures the emulator, not a hypervisor
                     row.update(verdict="not testable", reason=TCG_REASON)
