@@ -26,6 +26,8 @@ def study_for(testbeds: list[str], tbs: dict[str, dict] | None = None, **experim
         if exp is None:
             continue
         exp["skip_testbeds"] = []    # the testbeds given are the ones to run it on (also as an overlay)
+        if exp.get("by_testbed"):    # settings of testbeds not given would name files the test may not have
+            exp["by_testbed"] = {t: v for t, v in exp["by_testbed"].items() if t in testbeds}
         if not bench.mpi:       # a client/server benchmark: offered by a testbed with its entry
             exp["enabled"] = exp.get("enabled", True) and any(
                 bench.name in tb and tb.get("nodes", 1) >= bench.min_hosts for tb in tbs.values())

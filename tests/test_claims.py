@@ -107,6 +107,31 @@ def test_too_few_rounds_decide_nothing(n):
     assert n == 1 or "below 90 %" in reason
 
 
+def test_a_campaign_with_too_few_rounds_decides_no_stability():
+    """Stability counts only campaigns whose intervals may decide: one with three rounds (75 %) neither agrees
+    nor disagrees; a straddling interval of five rounds is a decision (inconclusive), a refuting one flips."""
+    claim = [_claim(test="below", bound=0.5)]
+    five = claims.evaluate(claim, _tidy({"a": [1, 2, 3, 2.5, 1.5], "b": [10] * 5}), "five")        # holds
+    three = claims.evaluate(claim, _tidy({"a": [1, 2, 3], "b": [10] * 3}), "three")                 # too few
+    flips = claims.evaluate(claim, _tidy({"a": [6, 7, 8, 9, 7], "b": [10] * 5}), "flips")           # does not hold
+    straddles = claims.evaluate(claim, _tidy({"a": [1, 2, 6, 7, 3], "b": [10] * 5}), "straddles")   # inconclusive
+    assert [v["claim_verdict"].iloc[0] for v in (five, three, flips, straddles)] == [
+        "holds", "inconclusive", "does not hold", "inconclusive"]
+    assert [bool(claims.deciding(v).iloc[0]) for v in (five, three, flips, straddles)] == [True, False, True, True]
+    alone = claims.stability(five, {"three": three}).iloc[0]
+    assert (alone["decided"], alone["agree"], alone["stable"]) == (1, 1, False)
+    assert claims.stability_text(alone) == ""
+    macros = claims.tex_macros(five.merge(pd.DataFrame([alone]), on="claim"))
+    assert "hvclaimcount@single}{1}" in macros and "hvclaimcount@stable}{0}" in macros
+    assert "hvClaimMinCoverage{90}" in macros
+    both = claims.stability(five, {"three": three, "flips": flips, "straddles": straddles}).iloc[0]
+    assert (both["decided"], both["agree"], bool(both["stable"])) == (3, 1, False)
+    assert claims.stability_text(both) == "1 of 3 campaigns agree: unstable"
+    # a campaign that does not decide here is neither stable nor agreeing, whatever the others say
+    none = claims.stability(three, {"five": five}).iloc[0]
+    assert (none["decided"], none["agree"], bool(none["stable"])) == (1, 0, False)
+
+
 def test_missing_rows_leave_the_claim_not_tested_with_the_reason():
     v = claims.evaluate([_claim(test="below", bound=1)], _tidy({"a": [1, 2, 3]}), "c")
     assert v["claim_verdict"].tolist() == ["not tested"]
@@ -120,7 +145,7 @@ def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
     assert "EXP-10" in set(tested["claim"])        # the knee, relative to the archive host's L3
     assert tested["ci_low"].le(tested["median"]).all() and tested["median"].le(tested["ci_high"]).all()
     assert v.loc[v["claim"] == "EXP-5", "tcg"].all()            # guest vs native: TCG-marked
-    assert not v.loc[v["claim"] == "EXP-13", "tcg"].any()
+    assert not v.loc[v["claim"] == "EXP-16", "tcg"].any()
     # a check on emulated guests keeps its value but decides nothing: not testable on this host
     tcg = v[v["tcg"].eq(True)]
     assert len(tcg) >= 8 and tcg["median"].notna().all()
@@ -137,19 +162,19 @@ def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
 
 
 def test_a_flipped_verdict_names_the_sentence_and_the_claim():
-    """One archived measurement changed so that EXP-13 flips: CG across two
-    hosts as fast as on one.  The sentence that relies on it is named."""
+    """The archived IS rates across the two hosts changed so that EXP-16 flips:
+    IS across two hosts faster than on one.  The sentence that relies on it is named."""
     tidy = archive_tidy()
-    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-cg") & (tidy["metric"] == "mops_total")
-    assert sel.sum() == 3
+    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-is") & (tidy["metric"] == "mops_total")
+    assert sel.sum() == 5
     tidy.loc[sel, "value"] *= 100
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, CAMPAIGN)
-    assert v.loc[v["claim"] == "EXP-13", "claim_verdict"].iloc[0] == "does not hold"
+    assert v.loc[v["claim"] == "EXP-16", "claim_verdict"].iloc[0] == "does not hold"
     sections = sorted((ROOT / "paper/sections").rglob("*.tex"))
     problems = claims.check_sentences(sections, v)
     assert len(problems) == 1, problems
-    assert "paper/sections/claims.tex:" in problems[0] and "claim EXP-13 holds" in problems[0]
-    assert "for CG the claim" in problems[0]          # the sentence itself
+    assert "paper/sections/claims.tex:" in problems[0] and "claim EXP-16 holds" in problems[0]
+    assert "for IS the claim" in problems[0]          # the sentence itself
     # the archive as it is: no sentence is stale
     assert claims.check_sentences(sections, claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(),
                                                               CAMPAIGN)) == []
@@ -157,20 +182,20 @@ def test_a_flipped_verdict_names_the_sentence_and_the_claim():
 
 def test_the_paper_build_fails_on_a_flipped_claim(tmp_path):
     """The workflow's claims rule (an input of the paper) on a fresh copy
-    whose archived CG outputs across the two hosts were changed: it fails
+    whose archived IS outputs across the two hosts were changed: it fails
     naming the sentence and the claim, and writes no verdicts."""
     from test_workflow import PROFILE, fresh_copy, snakemake
 
     work = fresh_copy(tmp_path / "repo")
     tidy = work / "data/results" / CAMPAIGN / "bridge/tidy.csv"
     df = pd.read_csv(tidy)
-    sel = (df["benchmark"] == "npb-cg") & (df["metric"] == "mops_total")
+    sel = (df["benchmark"] == "npb-is") & (df["metric"] == "mops_total")
     df.loc[sel, "value"] *= 100
     df.to_csv(tidy, index=False)
     res = snakemake(*PROFILE, "paper/generated/claims.tex", cwd=work, check=False)
     out = res.stdout + res.stderr
     assert res.returncode != 0
-    assert "claims.tex" in out and "claim EXP-13 holds" in out and "rewrite the sentence" in out
+    assert "claims.tex" in out and "claim EXP-16 holds" in out and "rewrite the sentence" in out
     assert not (work / "data/results" / CAMPAIGN / "claims.csv").exists()
 
 
@@ -179,10 +204,10 @@ def test_a_claim_without_data_in_the_campaign_contradicts_no_sentence(tmp_path):
     tidy = archive_tidy()
     tidy = tidy[tidy["testbed"] == "local"]
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "quick")
-    assert v.loc[v["claim"] == "EXP-13", "claim_verdict"].iloc[0] == "not tested"
+    assert v.loc[v["claim"] == "EXP-16", "claim_verdict"].iloc[0] == "not tested"
     assert claims.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v) == []
     text = tmp_path / "s.tex"
-    text.write_text("It \\claimsays{EXP-13}{hold}. And \\claimsays{XYZ-1}{holds}.\n")
+    text.write_text("It \\claimsays{EXP-16}{hold}. And \\claimsays{XYZ-1}{holds}.\n")
     problems = claims.check_sentences([text], v)
     assert "'hold' is not a verdict" in problems[0] and "claim XYZ-1 has no verdict" in problems[1]
 
@@ -308,20 +333,20 @@ def test_a_new_campaign_lists_the_sentences_it_contradicts():
     from hpcvirt import compare
 
     tidy = archive_tidy()
-    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-cg") & (tidy["metric"] == "mops_total")
+    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-is") & (tidy["metric"] == "mops_total")
     tidy.loc[sel, "value"] *= 100
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "mine")
     problems = claims.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v)
     tex = compare.tex(compare.compare(tidy, archive_tidy()), v, v, "mine", CAMPAIGN, problems)
     assert "Sentences written for the archive" in tex
-    assert "claim EXP-13 holds, but this campaign's verdict is 'does not hold'" in tex
+    assert "claim EXP-16 holds, but this campaign's verdict is 'does not hold'" in tex
 
 
 def _sweep(knee_at: int, top_log2: int = 26, testbed: str = "local") -> pd.DataFrame:
-    """Three rounds of a shared-memory bandwidth sweep: a protocol dip at
+    """Five rounds of a shared-memory bandwidth sweep: a protocol dip at
     4 KiB that recovers, a plateau, and a drop to 40 % from ``knee_at`` on."""
     rows = []
-    for rep in (1, 2, 3):
+    for rep in (1, 2, 3, 4, 5):
         for k in range(2, top_log2 + 1):
             size = 2 ** k
             bw = min(size, 2 ** 20) / 2 ** 20 * 100 * (0.5 if size == 4096 else 1) * (0.4 if size >= knee_at else 1)

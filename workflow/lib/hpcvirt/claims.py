@@ -336,22 +336,36 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
 DECIDED = ("holds", "does not hold", "inconclusive")
 
 
+def deciding(verdicts: pd.DataFrame) -> pd.Series:
+    """Per claim, whether the campaign's verdict rests on intervals that may decide: *holds* or *does not
+    hold*, or *inconclusive* because an interval of enough coverage straddles the threshold (not because
+    the rounds were too few, see :data:`MIN_COVERAGE`)."""
+    reason = verdicts["reason"].fillna("").astype(str) if "reason" in verdicts else pd.Series("", verdicts.index)
+    straddles = (verdicts["verdict"] == "inconclusive") & reason.eq("")
+    out = {}
+    for cid, g in verdicts.groupby("claim", sort=False):
+        v = g["claim_verdict"].iloc[0]
+        out[cid] = v in ("holds", "does not hold") or (v == "inconclusive" and bool(straddles[g.index].any()))
+    return pd.Series(out, dtype=bool)
+
+
 def stability(verdicts: pd.DataFrame, others: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per claim, how its verdict on this campaign fares on the other campaigns of the study
     (``others``: campaign -> its verdict table, evaluated with the same engine): ``decided``, the
-    campaigns (this one included) whose verdict is one of :data:`DECIDED`; ``agree``, those with
-    this campaign's verdict; ``stable``, whether the verdict is decided here and every campaign
-    that decides the claim agrees (at least two).  A verdict that flips between campaigns of the
-    same study is noise, not a finding."""
-    here = verdicts.drop_duplicates("claim").set_index("claim")["claim_verdict"]
-    there = {c: v.drop_duplicates("claim").set_index("claim")["claim_verdict"] for c, v in others.items()}
+    campaigns (this one included) that decide it (:func:`deciding`: a campaign whose rounds are too few
+    for an interval of :data:`MIN_COVERAGE` decides nothing); ``agree``, those with this campaign's
+    verdict; ``stable``, whether this campaign decides it and every campaign that decides the claim
+    agrees (at least two).  A verdict that flips between campaigns of the same study is noise, not a
+    finding; one that a single campaign decides is not known to be stable."""
+    tables = [verdicts, *others.values()]
+    seen = [(t.drop_duplicates("claim").set_index("claim")["claim_verdict"], deciding(t)) for t in tables]
     rows = []
-    for cid, verdict in here.items():
-        seen = [verdict] + [v[cid] for v in there.values() if cid in v.index]
-        decided = [v for v in seen if v in DECIDED]
-        agree = sum(v == verdict for v in decided) if verdict in DECIDED else 0
+    for cid in seen[0][0].index:
+        here = seen[0][0][cid] if seen[0][1].get(cid, False) else None
+        decided = [v[cid] for v, d in seen if cid in v.index and d.get(cid, False)]
+        agree = sum(v == here for v in decided) if here is not None else 0
         rows.append(dict(claim=cid, decided=len(decided), agree=agree,
-                         stable=verdict in DECIDED and len(decided) >= 2 and agree == len(decided)))
+                         stable=here is not None and len(decided) >= 2 and agree == len(decided)))
     return pd.DataFrame(rows, columns=["claim", "decided", "agree", "stable"])
 
 
@@ -398,12 +412,15 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
         for _, r in verdicts.drop_duplicates("claim").iterrows():
             if stability_text(r):
                 out.append(f"\\@namedef{{hvclaimstab@{r['claim']}}}{{{stability_text(r)}}}\n")
-        # the claims this campaign decides whose verdict every other campaign that decides them shares
-        first = verdicts.drop_duplicates("claim")
-        decided = first["claim_verdict"].isin(DECIDED)
-        out.append(f"\\@namedef{{hvclaimcount@stable}}{{{int((decided & first['stable'].astype(bool)).sum())}}}\n")
-        out.append(f"\\@namedef{{hvclaimcount@unstable}}{{{int((decided & ~first['stable'].astype(bool)).sum())}}}\n")
-        out.append(f"\\@namedef{{hvclaimcount@decided}}{{{int(decided.sum())}}}\n")
+        # the claims this campaign decides: those whose verdict every other campaign that decides them
+        # shares, those another campaign decides otherwise, and those no other campaign decides
+        first = verdicts.drop_duplicates("claim").set_index("claim")
+        decided = deciding(verdicts).reindex(first.index, fill_value=False)
+        stable, others = first["stable"].astype(bool), first["decided"].astype(int) >= 2
+        for name, n in (("stable", decided & stable), ("unstable", decided & others & ~stable),
+                        ("single", decided & ~others), ("decided", decided)):
+            out.append(f"\\@namedef{{hvclaimcount@{name}}}{{{int(n.sum())}}}\n")
+    out.append(f"\\def\\hvClaimMinCoverage{{{fmt_g(100 * MIN_COVERAGE)}}}\n")
     out.append("\\makeatother\n")
     return "".join(out)
 
