@@ -151,12 +151,17 @@ def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
     assert len(tcg) >= 8 and tcg["median"].notna().all()
     assert (tcg["verdict"] == "not testable").all() and (tcg["reason"] == claims.TCG_REASON).all()
     assert v.loc[v["claim"] == "RAM-1", "claim_verdict"].iloc[0] == "not testable"
-    # ... unless another check of the claim, on bare metal, refutes it (ATI-15: local spread, guests' one value)
-    assert v.loc[v["claim"] == "ATI-15", "claim_verdict"].iloc[0] == "does not hold"
-    # the same rows as if measured with KVM: the rule decides again
+    # ... and a claim with a check on bare metal and one on the guests stays undecided whatever the first
+    # gives (NAN-2: the native line rate, and the bridged guests' deficit)
+    assert v.loc[(v["claim"] == "NAN-2") & (v["check"] == 1), "verdict"].iloc[0] in claims.DECIDED
+    assert v.loc[v["claim"] == "NAN-2", "claim_verdict"].iloc[0] == "not testable"
+    # the same rows as if measured with KVM: the rule decides again, on intervals of enough rounds only
+    # (the guests run one round in the default study: one value, no interval)
     kvm = archive_tidy().replace({"virtualization": {"qemu-tcg": "qemu-kvm"}})
     vk = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), kvm, CAMPAIGN, caches=archive_caches())
-    assert vk.loc[vk["claim"] == "RAM-1", "claim_verdict"].iloc[0] == "holds"
+    ram1 = vk[vk["claim"] == "RAM-1"]
+    assert ram1["claim_verdict"].iloc[0] == "inconclusive"
+    assert set(ram1["reason"]) == {"one value: no confidence interval"}
     # every check that is not testable (by declaration or on this host) says why
     assert set(v.loc[v["verdict"] == "not testable", "reason"].str.len().gt(10)) == {True}
 
@@ -416,18 +421,26 @@ def test_every_archived_campaign_is_evaluated_and_each_verdict_says_how_stable_i
     here = verdicts[CAMPAIGN]
     st = claims.stability(here, {n: v for n, v in verdicts.items() if n != CAMPAIGN}).set_index("claim")
     assert len(st) == len(entries)
-    # CG and IS across two hosts hold on every campaign that has them; EP's speed-up flips with the noise
-    assert st.loc["EXP-13", "stable"] and st.loc["EXP-13", "agree"] == st.loc["EXP-13", "decided"] >= 5
-    assert not st.loc["ATI-7", "stable"] and 0 < st.loc["ATI-7", "agree"] < st.loc["ATI-7", "decided"]
+    decides = {n: claims.deciding(v) for n, v in verdicts.items()}
+    for cid, row in st.iterrows():
+        assert row["decided"] == sum(bool(d.get(cid, False)) for d in decides.values()), cid
+        assert 0 <= row["agree"] <= row["decided"], cid
+        assert row["stable"] == (bool(decides[CAMPAIGN][cid]) and row["decided"] >= 2
+                                 and row["agree"] == row["decided"]), cid
+    # the campaigns of three rounds decide nothing that their suites measured (NPB's scaling) ...
+    five = [n for n in names if claims.deciding(verdicts[n]).get("ATI-6", False)]
+    assert CAMPAIGN in five and st.loc["ATI-6", "decided"] == len(five) < len(names) - 3
+    # ... but do decide where they measured five rounds (NetPIPE and qperf between the namespaces)
+    assert st.loc["EXP-4", "decided"] >= 5
     # a claim not decided here is neither stable nor counted as agreeing
     assert not st.loc["EXP-3", "stable"] and st.loc["EXP-3", "agree"] == 0
-    row = st.loc["ATI-7"]
-    assert claims.stability_text(row) == f"{row['agree']} of {row['decided']} campaigns agree: unstable"
     # the table and the macros carry it
     merged = here.merge(st.reset_index(), on="claim")
-    assert "campaigns agree: unstable" in claims.tex_table(merged)
+    table = claims.tex_table(merged)
+    for cid, row in st.iterrows():
+        if row["decided"] >= 2 and row["agree"]:
+            assert claims.stability_text(row) in table, cid
     macros = claims.tex_macros(merged)
-    stable = int(re.search(r"hvclaimcount@stable\}\{(\d+)\}", macros).group(1))
-    unstable = int(re.search(r"hvclaimcount@unstable\}\{(\d+)\}", macros).group(1))
-    decided = int(re.search(r"hvclaimcount@decided\}\{(\d+)\}", macros).group(1))
-    assert stable + unstable == decided and stable >= 1 and unstable >= 1
+    count = {k: int(re.search(rf"hvclaimcount@{k}\}}\{{(\d+)\}}", macros).group(1))
+             for k in ("stable", "unstable", "single", "decided")}
+    assert count["stable"] + count["unstable"] + count["single"] == count["decided"] >= 20

@@ -90,8 +90,15 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
     if len(sizes):
         lines.append(macro("hvSizeMin", fmt_bytes(int(sizes.min()))))
         lines.append(macro("hvSizeMax", fmt_bytes(int(sizes.max()))))
-    levels = summary["ci_level"]
+    # the lowest coverage of an interval (a configuration of one round, e.g. in the guests, has none)
+    levels = summary.loc[summary["n"] >= 2, "ci_level"] if (summary["n"] >= 2).any() else summary["ci_level"]
     lines.append(macro("hvCiLevel", fmt(100 * float(levels.min()), 3)))
+    guests = tidy["virtualization"].astype(str).str.startswith("qemu-")
+    if guests.any():
+        rounds = int(tidy.loc[guests, "rep"].nunique())
+        lines.append(macro("hvRepsGuests", str(rounds)))
+        # \ifhvguestsoneround: the guests' values have no interval (the text says so)
+        lines.append("\\newif\\ifhvguestsoneround\\hvguestsoneround" + ("true" if rounds == 1 else "false") + "\n")
     if hosts:
         host = hosts["host"]
         lines.append(macro("hvCpuModel", latex_escape(host["cpu"].get("model") or "unknown")))
