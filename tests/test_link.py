@@ -134,9 +134,9 @@ def test_a_testbed_extends_another_and_bad_settings_name_the_key(tmp_path):
     base = load_testbed(ROOT / "config/testbeds/bridge.yaml")
     assert tb["network"] == {**base["network"], "subnet": "198.18.2.0/24", "rate": "1gbit"}
     assert tb["kind"] == "netns-bridge" and tb["mpi"]["openmpi"]["launcher"] == base["mpi"]["openmpi"]["launcher"]
-    # keys set to null are removed: the variant offers ping-pong, raw TCP and the applications only
+    # keys set to null are removed: the variant offers ping-pong, raw TCP, OSU and the applications only
     assert sorted(k for k in tb["mpi"]["openmpi"] if k not in ("launcher", "env", "paths")) == [
-        "lammps", "milc", "netpipe", "openfoam", "qe"]
+        "lammps", "milc", "netpipe", "openfoam", "osu", "qe"]
     assert "mpich" not in tb["mpi"] and "mpich" in base["mpi"]     # a mapping set to null is removed whole
     d = tmp_path
     shutil.copy(ROOT / "config/testbeds/bridge.yaml", d / "bridge.yaml")

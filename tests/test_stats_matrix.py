@@ -62,11 +62,11 @@ def _study(reps=4):
 
 
 def _study_reps_only(cfg: dict) -> dict:
-    """Every experiment with the study's repetitions (none of its own, nor per testbed kind)."""
+    """Every experiment with the study's repetitions (none of its own, nor per testbed kind or testbed)."""
     for exp in cfg["experiments"].values():
         exp.pop("repetitions", None)
-        for kind in (exp.get("by_kind") or {}).values():
-            kind.pop("repetitions", None)
+        for over in (*(exp.get("by_kind") or {}).values(), *(exp.get("by_testbed") or {}).values()):
+            over.pop("repetitions", None)
     return cfg
 
 

@@ -108,8 +108,9 @@ def test_a_round_that_has_some_outputs_measures_only_the_missing_ones():
         job = res.stdout[res.stdout.index("measure round 1 on vm: the 2"):].split("\n")[1]
         assert all(matrix.raw_path(campaign, c, 1) in job for c in new)
         assert not any(matrix.raw_path(campaign, c, 1) in job for c in have)
-        # the other rounds have none of their outputs: one job each, as in a new campaign
-        assert re.search(r"^measure_round_vm_0\s+2$", res.stdout, re.M), res.stdout
+        # the other rounds (if the guests have more than one) have none of their outputs: one job each
+        others = max(r for c, r in matrix.schedule(study) if c.testbed == "vm") - 1
+        assert bool(re.search(rf"^measure_round_vm_0\s+{others}$", res.stdout, re.M)) == (others > 0), res.stdout
         assert all(p.read_text() == "measured before\n" for p in made)
     finally:
         shutil.rmtree(ROOT / "data/raw" / campaign, ignore_errors=True)
@@ -238,7 +239,7 @@ def test_raw_outputs_that_differ_from_the_tables_stop_the_run(tmp_path):
     containers = yaml.safe_load((work / "config/config.yaml").read_text())["paper"]["containers_campaign"]
     companion = sorted((work / "data/raw" / containers / "local" / "netpipe").glob("*/rep-1.out"))[0]
     deleted, changed, extra = raws[0], raws[1], companion.with_name("rep-9.out")
-    keep = deleted.read_bytes()
+    keep, keep_changed = deleted.read_bytes(), changed.read_bytes()
     for p in (deleted, changed):
         p.chmod(0o644)
     deleted.unlink()
@@ -253,7 +254,7 @@ def test_raw_outputs_that_differ_from_the_tables_stop_the_run(tmp_path):
     refused(f"missing: {deleted.relative_to(work)}", f"changed: {changed.relative_to(work)}",
             f"data/results/{archive}/local")
     deleted.write_bytes(keep)
-    changed.write_bytes(changed.read_bytes().replace(b"2", b"1", 1))
+    changed.write_bytes(keep_changed)
     assert changed.read_bytes() == (ROOT / changed.relative_to(work)).read_bytes()
     shutil.copy(companion, extra)           # a companion campaign's table is parsed from every output on disk
     refused(f"extra: {extra.relative_to(work)}")
