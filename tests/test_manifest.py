@@ -56,6 +56,8 @@ def test_missing_changed_and_extra_raw_outputs_are_named(table):
 
 
 def test_every_committed_manifest_matches_the_raw_outputs():
+    tables = sorted((ROOT / "data/results").glob("*/*/tidy.csv"))
+    assert [t for t in tables if not t.with_name("manifest.json").is_file()] == []     # every table has one
     found = sorted({p.parent.parent.name for p in (ROOT / "data/results").glob("*/*/manifest.json")})
     assert "local-20261126T144532Z" in found
     cwd = os.getcwd()

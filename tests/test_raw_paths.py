@@ -141,6 +141,10 @@ def test_a_campaign_is_extended_only_on_the_host_that_measured_it(tmp_path, monk
     assert sorted(p.name for p in Path(raw2).parent.iterdir()) == ["rep-1.json", "rep-1.out"]   # nothing written
     run_measurement(dict(study, extend_on_other_host=True), tb, c, 2, raw2, prov2)
     assert Path(raw2).exists()
+    # the rows say which host measured each
+    tidy, rejected = parse_outputs([raw1, raw2])
+    assert rejected.empty
+    assert dict(tidy.groupby("rep")["host"].unique().map(list)) == {1: ["0123456789abcdef"], 2: [here["host_id"] or here["hostname"]]}
     # records without a host id (the archive's): name and CPU model tell the hosts apart
     del rec["host"]["host_id"]
     rec["host"]["hostname"] = "elsewhere"

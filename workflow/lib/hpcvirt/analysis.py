@@ -29,6 +29,14 @@ def _parse_one(raw: Path, ctx: dict) -> list:
     return REGISTRY[bench].parse(raw, ctx.get("expected", {}))
 
 
+def host_label(host: dict | None) -> str | None:
+    """The tidy rows' ``host``: the measuring machine's host id from its
+    provenance record (:func:`hpcvirt.provenance.host_id`), or its host name
+    in records made before the id was recorded."""
+    host = host or {}
+    return host.get("host_id") or host.get("hostname") or None
+
+
 def parse_outputs(raw_paths: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parse raw outputs (each with its provenance .json beside it).
 
@@ -47,7 +55,7 @@ def parse_outputs(raw_paths: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
         except (OSError, ValueError) as exc:
             rejected.append({"raw_path": str(raw), "reason": f"no readable provenance {prov_path}: {exc}"})
             continue
-        ctx = dict(prov["context"], started_at=prov.get("started_at"))
+        ctx = dict(prov["context"], started_at=prov.get("started_at"), host=host_label(prov.get("host")))
         try:
             measurements = _parse_one(raw, ctx)
         except ParseError as exc:

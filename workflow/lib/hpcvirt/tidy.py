@@ -35,6 +35,7 @@ COLUMNS: tuple[str, ...] = (
     "ranks_per_node",
     "placement",
     "rank_hosts",
+    "host",
     "rep",
     "iteration_count",
     "warmup",
@@ -89,8 +90,9 @@ def to_rows(measurements: Iterable[Measurement], context: Mapping[str, object]) 
     ``context`` supplies every column the output cannot know (run_id, testbed,
     virtualization, interconnect, stack, mpi, nodes, ranks_per_node,
     placement, rep, warmup, started_at, raw_path, and optionally ranks,
-    rank_hosts, where the ranks ran as they recorded it, and source_sha256,
-    the checksum of the pinned source the binary was built from).
+    rank_hosts, where the ranks ran as they recorded it, host, the machine
+    whose measurement job ran the benchmark, and source_sha256, the checksum
+    of the pinned source the binary was built from).
     Values measured by the parser win over the context for ``ranks``.
     """
     rows = []

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Re-parse the committed tidy tables from their raw outputs when the tidy
+schema gains a column, and rewrite a table only if every column it already
+had comes out the same.
+
+A table's raw outputs are those of its manifest (``manifest.json``, the
+outputs it was parsed from, hpcvirt.manifest), or for a table written
+before manifests existed, the outputs its rows and its ``rejected.csv``
+name.  Re-parsing them with today's declarations must give the archived
+rows again, column for column, as row sets; the table is then rewritten
+(atomically) with the new columns.  A table whose old columns would change
+is left as it is and named, and the script exits 1: a schema migration
+never changes a measured value.  Raw outputs are only read.
+
+    python workflow/scripts/reparse-tables.py [--check] [data/results]
+
+``--check`` rewrites nothing and exits 1 if a table lacks a column of the
+schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# the library instead of this script's directory, whose numbers.py would shadow the standard module
+sys.path[0] = str(ROOT / "workflow/lib")
+
+import pandas as pd  # noqa: E402
+
+from hpcvirt.analysis import parse_outputs  # noqa: E402
+from hpcvirt.atomic import write_csv  # noqa: E402
+from hpcvirt.tidy import COLUMNS  # noqa: E402
+
+
+def raw_outputs(table: Path, old: pd.DataFrame) -> list[str]:
+    manifest = table.with_name("manifest.json")
+    if manifest.is_file():
+        return sorted(json.loads(manifest.read_text())["raw_outputs"])
+    named = set(old["raw_path"].dropna())
+    rejected = table.with_name("rejected.csv")
+    if rejected.is_file() and rejected.stat().st_size:
+        named |= set(pd.read_csv(rejected)["raw_path"].dropna())
+    return sorted(named)
+
+
+def as_rows(df: pd.DataFrame, columns: list[str]) -> set[tuple]:
+    return set(df[columns].astype(str).itertuples(index=False, name=None))
+
+
+def migrate(table: Path, check: bool) -> str:
+    old = pd.read_csv(table, dtype=str, keep_default_na=False)
+    if list(old.columns) == list(COLUMNS):
+        return "current"
+    if check:
+        return "stale"
+    new, _rejected = parse_outputs(raw_outputs(table, old))
+    kept = [c for c in old.columns if c in COLUMNS]
+    # the CSV text of a value (pandas writes 8.0, True, empty): compare through one round trip
+    tmp = table.with_name(".reparse-check.csv")
+    try:
+        new.to_csv(tmp, index=False)
+        again = pd.read_csv(tmp, dtype=str, keep_default_na=False)
+    finally:
+        tmp.unlink(missing_ok=True)
+    if len(again) != len(old) or as_rows(again, kept) != as_rows(old, kept):
+        return "differs"
+    # the rows in the table's own order (a parse follows its input's order), so that a diff shows the new column
+    where = {row: i for i, row in enumerate(old[kept].itertuples(index=False, name=None))}
+    order = [where[row] for row in again[kept].itertuples(index=False, name=None)]
+    if len(set(order)) == len(order):
+        new = new.iloc[sorted(range(len(order)), key=order.__getitem__)]
+    write_csv(table, new)
+    return "rewritten"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("root", nargs="?", default="data/results")
+    args = ap.parse_args()
+    os.chdir(ROOT)                     # raw paths in the rows are relative to the checkout
+    bad = 0
+    for table in sorted(Path(args.root).glob("*/*/tidy.csv")):
+        status = migrate(table, args.check)
+        print(f"{status:9} {table}")
+        bad += status in ("stale", "differs")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
