@@ -148,7 +148,7 @@ BAD_TESTBED = [
     (lambda t: t.update(kind="xen"), ["kind", "'xen' is not one of ['native', 'netns-bridge', 'qemu']"]),
     (lambda t: t.update(executor="pbs"), ["executor", "['local', 'slurm']"]),
     (lambda t: t.update(name="other"), ["name", "must equal the file name"]),
-    (lambda t: t["mpi"].pop("mpich"), ["experiments.pingpong: mpich over path 'shm' is offered by none"]),
+    (lambda t: t["mpi"].pop("mpich"), ["experiments.imb: mpich over path 'shm' is offered by none"]),
     (lambda t: t["mpi"]["openmpi"]["paths"].pop("tcp"), ["openmpi over path 'tcp' is offered by none", "openmpi/shm"]),
     (lambda t: t["mpi"]["openmpi"].pop("launcher"), ["mpi.openmpi", "'launcher' is a required property"]),
     (lambda t: t.update(runtime={"kind": "charliecloud"}), ["runtime.image", "required"]),

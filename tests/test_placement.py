@@ -165,5 +165,5 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
     assert out.stat().st_mtime_ns > mtime  # rebuilt after the source changed
     # guests bring their own build; packaged benchmarks are only named
     assert ensure_binary(tbs["vm"], _advect(study, "vm")[0]) == {"path": "/usr/local/bin/hpcvirt-advect-openmpi"}
-    pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe" and x.settings["mpi"] == "mpich")
-    assert ensure_binary(tbs[pp.testbed], pp) == {"path": "NPmpich2"}
+    pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe" and x.testbed == "local")
+    assert ensure_binary(tbs[pp.testbed], pp) == {"path": "NPopenmpi"}
