@@ -327,7 +327,7 @@ def test_tiny_study_end_to_end(tmp_path):
     assert "Quick look" in text and "not the archived campaign" in text, text[:2000]
     assert (work / "paper/figures/pingpong.pdf").exists()
     numbers = (work / "paper/generated/numbers.tex").read_text()
-    for name in ("hvLatLocalOpenmpiShm", "hvLatLocalMpichTcp", "hvPeakLocalOpenmpiTcp", "hvLatLocalQperfTcp",
+    for name in ("hvLatLocalOpenmpiShm", "hvLatLocalOpenmpiTcp", "hvPeakLocalOpenmpiTcp", "hvLatLocalQperfTcp",
                  "hvOvhLatBridgeOpenmpiNet", "hvOvhLatVmOpenmpiNet", "hvAccelVm"):
         assert f"\\{name}}}" in numbers, name
     assert (work / "paper/figures/datapaths.pdf").exists()
