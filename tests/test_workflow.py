@@ -264,17 +264,18 @@ def test_raw_outputs_that_differ_from_the_tables_stop_the_run(tmp_path):
     assert not re.search(r"^(measure|parse)\s+\d+$", res.stdout, re.M), res.stdout
 
 
-def tiny_study(work: Path, campaign: str) -> dict:
-    """config.yaml overlaid with tiny.yaml, as Snakemake merges them."""
+def tiny_study(work: Path, campaign: str, overlays=tuple(QUICK)) -> dict:
+    """config.yaml overlaid with the quick look's files (tiny.yaml, quick.yaml), as Snakemake merges them."""
     def merge(a, b):
         out = dict(a)
         for k, v in b.items():
             out[k] = merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
         return out
 
-    base = yaml.safe_load((work / "config/config.yaml").read_text())
-    tiny = yaml.safe_load((work / "config/tiny.yaml").read_text())
-    study, _ = load_study(dict(merge(base, tiny), campaign=campaign), testbed_dir=work / "config/testbeds")
+    study = yaml.safe_load((work / "config/config.yaml").read_text())
+    for overlay in overlays:
+        study = merge(study, yaml.safe_load((work / overlay).read_text()))
+    study, _ = load_study(dict(study, campaign=campaign), testbed_dir=work / "config/testbeds")
     return study
 
 
