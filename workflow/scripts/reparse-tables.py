@@ -21,6 +21,7 @@ schema.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -49,7 +50,7 @@ def raw_outputs(table: Path, old: pd.DataFrame) -> list[str]:
 
 
 def as_rows(df: pd.DataFrame, columns: list[str]) -> set[tuple]:
-    return set(df[columns].astype(str).itertuples(index=False, name=None))
+    return set(df[columns].itertuples(index=False, name=None))
 
 
 def migrate(table: Path, check: bool) -> str:
@@ -60,13 +61,8 @@ def migrate(table: Path, check: bool) -> str:
         return "stale"
     new, _rejected = parse_outputs(raw_outputs(table, old))
     kept = [c for c in old.columns if c in COLUMNS]
-    # the CSV text of a value (pandas writes 8.0, True, empty): compare through one round trip
-    tmp = table.with_name(".reparse-check.csv")
-    try:
-        new.to_csv(tmp, index=False)
-        again = pd.read_csv(tmp, dtype=str, keep_default_na=False)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # the CSV text of a value (pandas writes 8.0, True, empty): compare through one round trip in memory
+    again = pd.read_csv(io.StringIO(new.to_csv(index=False)), dtype=str, keep_default_na=False)
     if len(again) != len(old) or as_rows(again, kept) != as_rows(old, kept):
         return "differs"
     # the rows in the table's own order (a parse follows its input's order), so that a diff shows the new column
