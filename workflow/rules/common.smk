@@ -55,8 +55,6 @@ except (ConfigError, paths.RawPathError, manifest.ManifestError) as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
-# The figure notebooks' Jupyter settings (workflow/jupyter/README.md), ahead of any the user has.
-figures.use_jupyter_settings(f"{workflow.basedir}/workflow/jupyter")
 
 # Link settings the kernel cannot provide fail here, before any job (hpcvirt.link;
 # the probe needs root, as the testbeds do: without it the job reports the same).
@@ -368,7 +366,7 @@ def figure_pdf(fig):
         caption=f"../report/{fig.caption}",
         category="Figures",
         labels=lambda wildcards, input: figures.report_labels(
-            fig, list(input), campaign, kinds
+            fig, [t for t in input if t.endswith(".csv")], campaign, kinds
         ),
     )
 

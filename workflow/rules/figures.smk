@@ -2,10 +2,12 @@
 # a companion campaign).  One rule figure_<name> per declaration of
 # workflow/figures.yaml (hpcvirt.figures): its notebook, what it reads, its
 # parameters and its report caption, with labels read from what it reads
-# when the report is made (figure_pdf).  A notebook job is retried once: a Jupyter kernel that
-# fails to start (it happens under load) must not fail the paper.  The paper
-# asks only for the figures the campaign has data for (PAPER_FIGURES); a
-# companion campaign's figure exists when the paper names the campaign.
+# when the report is made (figure_pdf).  The notebook runs in the job's own
+# Python process (workflow/scripts/notebook.py: no Jupyter kernel, which
+# would cost more than the drawing) and is written, executed, as the log; it
+# is an input, so an edited notebook redraws its figure.  The paper asks only
+# for the figures the campaign has data for (PAPER_FIGURES); a companion
+# campaign's figure exists when the paper names the campaign.
 for fig in FIGURE_RULES:
 
     rule:
@@ -13,18 +15,16 @@ for fig in FIGURE_RULES:
             f"figure_{fig.name}"
         input:
             **figure_inputs(fig),
+            notebook=f"notebooks/{fig.notebook}.ipynb",
         output:
             pdf=figure_pdf(fig),
         log:
             notebook=f"logs/notebooks/{fig.notebook}.ipynb",
-        retries: 1
         localrule: True
         params:
             **figure_params(fig),
-        notebook:
-            # formatted when the job runs: the declaration's notebook is a param
-            # (the loop's variable is read then, not when the rule is made)
-            "../../notebooks/{params.notebook}.ipynb"
+        script:
+            "../scripts/notebook.py"
 
 
 # The views the figures draw (hpcvirt.views): one job computes them all from
@@ -65,5 +65,7 @@ rule study_figures:
         [study_figure_pdf(name) for name in STUDY_FIGURES],
     log:
         "logs/figures/study_figures.log",
+    # the longest jobs of a paper build start first: the figures fill the other core
+    priority: 10
     script:
         "../scripts/redraw.py"

@@ -108,6 +108,8 @@ rule claims:
         vs_archive="paper/generated/vs_archive.tex",
     log:
         "logs/paper/claims.log",
+    # the longest jobs of a paper build start first: the figures fill the other core
+    priority: 10
     params:
         campaign=CAMPAIGN,
         archive=ARCHIVE,

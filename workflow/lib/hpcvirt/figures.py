@@ -135,10 +135,3 @@ def report_labels(fig: Figure, tables, campaign: str, kinds: dict[str, str] | No
         "virtualization": ", ".join(virts),
         "guests": ", ".join(accels) or "none",
     }
-
-
-def use_jupyter_settings(folder: str) -> None:
-    """Put ``folder`` first on ``JUPYTER_CONFIG_PATH`` for the notebook jobs this process starts
-    (workflow/jupyter/: how long nbconvert waits for a kernel to exit)."""
-    rest = [p for p in os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p and p != folder]
-    os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([folder, *rest])

@@ -11,6 +11,8 @@ ran in the same interleaved round, so values of one round are paired.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pandas as pd
 
@@ -25,15 +27,36 @@ class QueryError(ValueError):
 
 def select(tidy: pd.DataFrame, sel: dict) -> pd.DataFrame:
     """The rows whose columns equal the selector's values (compared as text).
-    One mask, narrowed key by key over the rows still in it, and one take at
-    the end: the claims evaluate every campaign of a study on each paper build."""
-    keep = np.arange(len(tidy))
+    One mask, narrowed key by key, and one take at the end; each column is
+    coded once per table (:func:`_coded`): the claims evaluate every campaign
+    of a study on each paper build."""
+    keep = np.ones(len(tidy), dtype=bool)
     for k, v in sel.items():
-        if k == "at":
-            continue
-        want, vals = str(v), tidy[k].to_numpy()[keep]
-        keep = keep[np.fromiter((str(x) == want for x in vals), dtype=bool, count=len(vals))]
-    return tidy.iloc[keep]
+        if k != "at":
+            codes, index = _coded(tidy, k)
+            keep &= codes == index.get(str(v), -1)
+    return tidy.iloc[np.flatnonzero(keep)]
+
+
+_CODED: dict[int, dict[str, tuple]] = {}
+
+
+def _coded(tidy: pd.DataFrame, column: str) -> tuple[np.ndarray, dict[str, int]]:
+    """The column's values as codes of their text (``str`` of each value) and
+    the code of each text; made once for as long as the table lives and the
+    column is the same array (a column assigned anew is coded again; values
+    changed in place within a column are not seen)."""
+    key = id(tidy)
+    if key not in _CODED:
+        _CODED[key] = {}
+        weakref.finalize(tidy, _CODED.pop, key, None)
+    values = tidy[column].to_numpy()
+    source, codes, index = _CODED[key].get(column, (None, None, None))
+    if source is None or source.ctypes.data != values.ctypes.data or source.shape != values.shape:
+        codes, uniques = pd.factorize(np.array([str(x) for x in values], dtype=object))
+        index = {u: i for i, u in enumerate(uniques)}
+        _CODED[key][column] = (values, codes, index)  # the source kept: its memory is not reused while cached
+    return codes, index
 
 
 def leaves(sels) -> list[dict]:

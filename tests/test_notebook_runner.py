@@ -1,0 +1,87 @@
+"""The figure notebooks run in their job's own Python process
+(workflow/scripts/notebook.py): real Snakemake jobs on small notebooks, one
+that draws and one whose second cell fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _notebook(cells: list[str]) -> dict:
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+            "cells": [{"cell_type": "markdown", "metadata": {}, "source": "# a figure"}]
+            + [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": c}
+               for c in cells]}
+
+
+def _workflow(tmp_path: Path) -> Path:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "table.csv").write_text("x,y\n1,2\n2,4\n")
+    draws = ["import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
+             "df = pd.read_csv(snakemake.input.table)\nprint('rows', len(df))",
+             "df['y'].sum()",
+             "fig, ax = plt.subplots()\nax.plot(df['x'], df['y'])\nfig.savefig(snakemake.output.pdf)"]
+    fails = ["value = 1", "raise ValueError(f'no data for {snakemake.params.what}')",
+             "open(snakemake.output.pdf, 'w').write('never')"]
+    for name, cells in (("draws", draws), ("fails", fails)):
+        (tmp_path / "notebooks" / f"{name}.ipynb").write_text(json.dumps(_notebook(cells)))
+    (tmp_path / "Snakefile").write_text(f"""
+for name in ("draws", "fails"):
+    rule:
+        name: f"figure_{{name}}"
+        input: table="table.csv", notebook=f"notebooks/{{name}}.ipynb"
+        output: pdf=f"figures/{{name}}.pdf"
+        log: notebook=f"logs/{{name}}.ipynb"
+        params: notebook=name, what="the test"
+        script: "{ROOT}/workflow/scripts/notebook.py"
+""")
+    return tmp_path
+
+
+def _snakemake(work: Path, target: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(work), "-s",
+                           str(work / "Snakefile"), target], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "workflow/lib")})
+
+
+def test_a_notebook_draws_its_figure_and_its_log_is_the_executed_notebook(tmp_path):
+    work = _workflow(tmp_path)
+    r = _snakemake(work, "figures/draws.pdf")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (work / "figures/draws.pdf").read_bytes().startswith(b"%PDF")
+    log = json.loads((work / "logs/draws.ipynb").read_text())
+    assert log["cells"][0]["cell_type"] == "raw" and "notebooks/draws.ipynb" in log["cells"][0]["source"]
+    assert '"table": "table.csv"' in log["cells"][0]["source"]
+    code = [c for c in log["cells"] if c["cell_type"] == "code"]
+    assert code[0]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "rows 2\n"}]
+    assert code[1]["outputs"][0]["data"]["text/plain"] == "np.int64(6)"    # the last expression, as Jupyter shows it
+    assert [c["execution_count"] for c in code] == [1, 2, 3]
+    # the notebook is an input: an edited notebook draws its figure again (a touched one does not)
+    nb = work / "notebooks/draws.ipynb"
+    os.utime(nb)
+    assert "Nothing to be done" in _snakemake(work, "figures/draws.pdf").stderr
+    edited = json.loads(nb.read_text())
+    edited["cells"][-1]["source"] += "\nprint('edited')"
+    nb.write_text(json.dumps(edited))
+    r = _snakemake(work, "figures/draws.pdf")
+    assert r.returncode == 0 and "rule figure_draws" in r.stderr
+    assert "edited" in (work / "logs/draws.ipynb").read_text()
+
+
+def test_a_failing_cell_fails_the_job_names_its_cell_and_writes_no_figure(tmp_path):
+    work = _workflow(tmp_path)
+    r = _snakemake(work, "figures/fails.pdf")
+    assert r.returncode != 0
+    assert "notebooks/fails.ipynb: cell 2 failed" in r.stderr
+    assert "ValueError: no data for the test" in r.stderr
+    assert not (work / "figures/fails.pdf").exists()
+    log = json.loads((work / "logs/fails.ipynb").read_text())
+    code = [c for c in log["cells"] if c["cell_type"] == "code"]
+    assert code[1]["outputs"][-1]["output_type"] == "error" and code[1]["outputs"][-1]["ename"] == "ValueError"
+    assert code[2]["outputs"] == []                       # the cells after it did not run
