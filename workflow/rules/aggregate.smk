@@ -17,5 +17,7 @@ rule aggregate:
         ),
     log:
         "logs/aggregate/{campaign}.log",
+    # first when a paper is built: the views and tables wait for it
+    priority: 10
     script:
         "../scripts/aggregate.py"

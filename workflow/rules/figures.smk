@@ -41,6 +41,8 @@ rule views:
         [view_csv(v.name) for v in views.VIEWS],
     log:
         "logs/figures/views.log",
+    # first: ten figures wait for it
+    priority: 10
     localrule: True
     params:
         latency_bytes=STUDY["paper"]["latency_bytes"],
@@ -65,7 +67,7 @@ rule study_figures:
         [study_figure_pdf(name) for name in STUDY_FIGURES],
     log:
         "logs/figures/study_figures.log",
-    # the longest jobs of a paper build start first: the figures fill the other core
-    priority: 10
+    # a paper build starts its longest jobs right after the views the figures wait for
+    priority: 5
     script:
         "../scripts/redraw.py"

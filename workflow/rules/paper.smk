@@ -108,8 +108,8 @@ rule claims:
         vs_archive="paper/generated/vs_archive.tex",
     log:
         "logs/paper/claims.log",
-    # the longest jobs of a paper build start first: the figures fill the other core
-    priority: 10
+    # a paper build starts its longest jobs right after the views the figures wait for
+    priority: 5
     params:
         campaign=CAMPAIGN,
         archive=ARCHIVE,
