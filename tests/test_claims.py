@@ -4,18 +4,14 @@ rules, and the paper's sentences that cite verdicts."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt import claims, provenance, query
+from hpcvirt import claims, claims_tex, provenance, query
 from hpcvirt.config import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +117,7 @@ def test_a_campaign_with_too_few_rounds_decides_no_stability():
     alone = claims.stability(five, {"three": three}).iloc[0]
     assert (alone["decided"], alone["agree"], alone["stable"]) == (1, 1, False)
     assert claims.stability_text(alone) == ""
-    macros = claims.tex_macros(five.merge(pd.DataFrame([alone]), on="claim"))
+    macros = claims_tex.tex_macros(five.merge(pd.DataFrame([alone]), on="claim"))
     assert "hvclaimcount@single}{1}" in macros and "hvclaimcount@stable}{0}" in macros
     assert "hvClaimMinCoverage{90}" in macros
     both = claims.stability(five, {"three": three, "flips": flips, "straddles": straddles}).iloc[0]
@@ -176,12 +172,12 @@ def test_a_flipped_verdict_names_the_sentence_and_the_claim():
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, CAMPAIGN)
     assert v.loc[v["claim"] == "EXP-16", "claim_verdict"].iloc[0] == "does not hold"
     sections = sorted((ROOT / "paper/sections").rglob("*.tex"))
-    problems = claims.check_sentences(sections, v)
+    problems = claims_tex.check_sentences(sections, v)
     assert len(problems) == 1, problems
     assert "paper/sections/claims.tex:" in problems[0] and "claim EXP-16 holds" in problems[0]
     assert "for IS the claim" in problems[0]          # the sentence itself
     # the archive as it is: no sentence is stale
-    assert claims.check_sentences(sections, claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(),
+    assert claims_tex.check_sentences(sections, claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(),
                                                               CAMPAIGN)) == []
 
 
@@ -210,10 +206,10 @@ def test_a_claim_without_data_in_the_campaign_contradicts_no_sentence(tmp_path):
     tidy = tidy[tidy["testbed"] == "local"]
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "quick")
     assert v.loc[v["claim"] == "EXP-16", "claim_verdict"].iloc[0] == "not tested"
-    assert claims.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v) == []
+    assert claims_tex.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v) == []
     text = tmp_path / "s.tex"
     text.write_text("It \\claimsays{EXP-16}{hold}. And \\claimsays{XYZ-1}{holds}.\n")
-    problems = claims.check_sentences([text], v)
+    problems = claims_tex.check_sentences([text], v)
     assert "'hold' is not a verdict" in problems[0] and "claim XYZ-1 has no verdict" in problems[1]
 
 
@@ -224,17 +220,17 @@ def test_on_the_archive_a_sentence_whose_claim_lost_its_rows_is_named():
     sections = sorted((ROOT / "paper/sections").rglob("*.tex"))
     entries = claims.load(CLAIMS, CLAIMS_MD)
     # (without the hosts' cache sizes, which the workflow passes, the cache claims are not tested either)
-    before = claims.check_sentences(sections, claims.evaluate(entries, archive_tidy(), CAMPAIGN), archived=True)
+    before = claims_tex.check_sentences(sections, claims.evaluate(entries, archive_tidy(), CAMPAIGN), archived=True)
     assert not any("RAM-1" in p for p in before)
     tidy = archive_tidy()
     tidy = tidy[~((tidy["testbed"] == "vm") & (tidy["benchmark"] == "qe-pw"))]
     v = claims.evaluate(entries, tidy, CAMPAIGN)
     assert v.loc[v["claim"] == "RAM-1", "claim_verdict"].iloc[0] == "not tested"
-    problems = [p for p in claims.check_sentences(sections, v, archived=True) if p not in before]
+    problems = [p for p in claims_tex.check_sentences(sections, v, archived=True) if p not in before]
     assert len(problems) == 1, problems
     assert "results-apps-guests.tex:" in problems[0] and "says claim RAM-1 not testable" in problems[0]
     assert "does not test it" in problems[0] and "'benchmark': 'qe-pw'" in problems[0]
-    assert claims.check_sentences(sections, v) == []
+    assert claims_tex.check_sentences(sections, v) == []
 
 
 # ------------------------------------------------------------------ one section per study
@@ -341,7 +337,7 @@ def test_a_new_campaign_lists_the_sentences_it_contradicts():
     sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-is") & (tidy["metric"] == "mops_total")
     tidy.loc[sel, "value"] *= 100
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "mine")
-    problems = claims.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v)
+    problems = claims_tex.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v)
     tex = compare.tex(compare.compare(tidy, archive_tidy()), v, v, "mine", CAMPAIGN, problems)
     assert "Sentences written for the archive" in tex
     assert "claim EXP-16 holds, but this campaign's verdict is 'does not hold'" in tex
@@ -436,11 +432,11 @@ def test_every_archived_campaign_is_evaluated_and_each_verdict_says_how_stable_i
     assert not st.loc["EXP-3", "stable"] and st.loc["EXP-3", "agree"] == 0
     # the table and the macros carry it
     merged = here.merge(st.reset_index(), on="claim")
-    table = claims.tex_table(merged)
+    table = claims_tex.tex_table(merged)
     for cid, row in st.iterrows():
         if row["decided"] >= 2 and row["agree"]:
             assert claims.stability_text(row) in table, cid
-    macros = claims.tex_macros(merged)
+    macros = claims_tex.tex_macros(merged)
     count = {k: int(re.search(rf"hvclaimcount@{k}\}}\{{(\d+)\}}", macros).group(1))
              for k in ("stable", "unstable", "single", "decided")}
     assert count["stable"] + count["unstable"] + count["single"] == count["decided"] >= 20

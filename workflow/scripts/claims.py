@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpcvirt import claims, compare, provenance, studies
+from hpcvirt import claims, claims_tex, compare, provenance, studies
 from hpcvirt.atomic import write_text
 from hpcvirt.reference import load_reference
 
@@ -34,7 +34,7 @@ with open(snakemake.log[0], "w") as log:
     verdicts = verdicts.merge(claims.stability(verdicts, others), on="claim", how="left")
     print(f"stability over {len(others)} other campaigns: {sorted(others)}", file=log)
     campaign, archive = snakemake.params.campaign, snakemake.params.archive
-    problems = claims.check_sentences([*snakemake.input.sections, *snakemake.input.parts], verdicts,
+    problems = claims_tex.check_sentences([*snakemake.input.sections, *snakemake.input.parts], verdicts,
                                       archived=campaign == archive)
     if problems:
         # The text is written for the archived campaign: there a changed verdict
@@ -65,7 +65,7 @@ with open(snakemake.log[0], "w") as log:
         vs_archive = compare.tex(pd.DataFrame(), verdicts, verdicts, campaign, campaign)
     write_text(snakemake.output.verdicts, verdicts.to_csv(index=False))
     write_text(snakemake.output.vs_archive, vs_archive)
-    write_text(snakemake.output.macros, claims.tex_macros(verdicts))
-    write_text(snakemake.output.table, claims.counts_tex(verdicts))
+    write_text(snakemake.output.macros, claims_tex.tex_macros(verdicts))
+    write_text(snakemake.output.table, claims_tex.counts_tex(verdicts))
     write_text(snakemake.output.per_study, per_study)
     print(claims.counts(verdicts).to_string(), file=log)

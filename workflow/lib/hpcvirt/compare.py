@@ -54,7 +54,7 @@ def compare(new: pd.DataFrame, archive: pd.DataFrame, latency_bytes: int = 8, le
 def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame, new: str,
         archive: str, sentences: list[str] | None = None) -> str:
     """The section; empty when the campaign is the archive.  ``sentences``:
-    the paper's sentences this campaign contradicts (hpcvirt.claims.check_sentences)."""
+    the paper's sentences this campaign contradicts (hpcvirt.claims_tex.check_sentences)."""
     if new == archive:
         return "% The campaign is the archived one: nothing to compare.\n"
     out = [f"\\section{{This Campaign Against the Archive}}\\label{{sec:vs-archive}}\n\n"

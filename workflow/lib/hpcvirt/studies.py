@@ -17,7 +17,8 @@ import pandas as pd
 import yaml
 
 from . import redraw, yamlio
-from .claims import STUDIES, tex_table
+from .claims import STUDIES
+from .claims_tex import tex_table
 from .labels import COMPARATOR_TEX, latex_escape, tex
 
 NAMES = {"exposito2012": "Exp\\'osito et al. (2012)", "nanos2010": "Nanos et al. (2010)",
