@@ -1,11 +1,12 @@
-"""The applications' comparisons (hpcvirt.analysis.app_scaling, app_vm_ratio)
+"""The applications' comparisons (hpcvirt.apps.app_scaling, app_vm_ratio)
 on a small tidy table: the reference of each input, pairing by round, and
 the VM/native ratio on the guests' input."""
 
 import pandas as pd
 import pytest
 
-from hpcvirt.analysis import app_scaling, app_vm_ratio, summarize_tidy
+from hpcvirt.analysis import summarize_tidy
+from hpcvirt.apps import app_scaling, app_vm_ratio
 from hpcvirt.paper import numbers_tex
 from hpcvirt.tidy import COLUMNS
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths, stats
-from .benchmarks import REGISTRY, Application
+from .benchmarks import REGISTRY
 from .query import per_round_at
-from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, interconnect_class, is_vm, runtime_of
+from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, is_vm, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
 # Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
@@ -315,106 +315,6 @@ def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     m = pd.concat([m[keep], parts], axis=1).astype({"src": int, "dst": int})
     return (shares.sort_values(["kernel", "testbed"]).reset_index(drop=True),
             m.sort_values(["kernel", "testbed", "src", "dst"]).reset_index(drop=True))
-
-
-#: The applications (their rows' benchmark) and the time metric each is
-#: compared by (Ramakrishnan et al.'s Fig. 1: performance relative to the
-#: fastest interconnect at the lowest core count), from their declarations.
-APP_TIMES = {b.row_name: b.time_metric for b in REGISTRY if isinstance(b, Application)}
-
-def _app_times(tidy: pd.DataFrame, times: dict[str, str]) -> pd.DataFrame:
-    """The applications' time per (benchmark, variant, mpi, configuration, round)."""
-    d = tidy[tidy["benchmark"].isin(list(times))]
-    d = d[d["metric"] == d["benchmark"].map(times)]
-    if d.empty:
-        return pd.DataFrame()
-    d = d.assign(link=d["link"].fillna("") if "link" in d else "")
-    keys = ["benchmark", "variant", "mpi", "testbed", "virtualization", "interconnect", "link", "ranks", "rep"]
-    return d.groupby(keys, dropna=False)["value"].median().reset_index()
-
-
-def _app_reference(g: pd.DataFrame) -> tuple[pd.DataFrame, str] | None:
-    """The reference runs of one application input: the native shared-memory
-    run at the lowest rank count (the fastest class at the lowest count, as
-    in Ramakrishnan et al.); for an input that ran only across hosts (the
-    guests' small input), the namespace hosts over the unlimited bridge at
-    their lowest rank count.  With a description; None without either."""
-    for sel, what in (((g["virtualization"] == "none") & (g["interconnect"] == "shm"), "shared memory"),
-                      ((g["virtualization"] == "netns-bridge") & (g["link"] == ""), "unlimited bridge")):
-        ref = g[sel]
-        if ref.empty:
-            continue
-        low = ref["ranks"].min()
-        ref = ref[ref["ranks"] == low]
-        tb = sorted(ref["testbed"].unique())[0]
-        return ref[ref["testbed"] == tb], f"{tb}, {what}, {int(low)} rank{'s' if low > 1 else ''}"
-    return None
-
-
-def app_scaling(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
-    """Per application (benchmark, input variant, MPI) and configuration
-    (testbed, interconnect class, ranks): performance relative to the
-    reference (:func:`_app_reference`), T(reference) / T, paired by
-    interleaved round, median [CI]."""
-    per = _app_times(tidy, times)
-    if per.empty:
-        return pd.DataFrame()
-    keys = ["benchmark", "variant", "mpi"]
-    cfg = ["testbed", "virtualization", "interconnect", "link", "ranks"]
-    rows = []
-    for (bench, variant, mpi), g in per.groupby(keys, sort=True):
-        found = _app_reference(g)
-        if found is None:
-            continue
-        ref, reference = found
-        low, ref_tb = int(ref["ranks"].iloc[0]), ref["testbed"].iloc[0]
-        ref = ref.set_index("rep")["value"]
-        for key, s in g.groupby(cfg, sort=True, dropna=False):
-            t = s.set_index("rep")["value"]
-            both = t.index.intersection(ref.index)
-            if not len(both):
-                continue
-            ci = stats.median_ci((ref[both] / t[both]).to_numpy())
-            tci = stats.median_ci(t.to_numpy())
-            tb, virt, ic, link, ranks = key
-            rows.append(dict(benchmark=bench, variant=variant, mpi=mpi, testbed=tb, virtualization=virt,
-                             interconnect=ic, link=link if isinstance(link, str) else "",
-                             klass=interconnect_class(virt, ic, link), ranks=int(ranks), time=tci["median"],
-                             time_lo=tci["ci_low"], time_hi=tci["ci_high"], perf=ci["median"], perf_lo=ci["ci_low"],
-                             perf_hi=ci["ci_high"], n=ci["n"], ci_level=ci["ci_level"],
-                             reference=reference, ref_testbed=ref_tb, ref_ranks=low))
-    return pd.DataFrame(rows)
-
-
-def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
-    """Per application input and guest configuration: the VM/native time
-    ratio T(guests) / T(namespace hosts over the unlimited bridge) on the same
-    input, rank count and placement (one block of ranks per host or guest),
-    paired by interleaved round, median [CI], with the guests' accelerator
-    (``qemu-tcg``: software emulation, the ratio measures the emulator)."""
-    per = _app_times(tidy, times)
-    if per.empty:
-        return pd.DataFrame()
-    rows = []
-    for (bench, variant, mpi), g in per.groupby(["benchmark", "variant", "mpi"], sort=True):
-        native = g[(g["virtualization"] == "netns-bridge") & (g["link"] == "")]
-        for (tb, virt, ranks), v in g[g["virtualization"].map(is_vm)].groupby(
-                ["testbed", "virtualization", "ranks"], sort=True):
-            ref = native[native["ranks"] == ranks]
-            if ref.empty:
-                continue
-            ref_tb = sorted(ref["testbed"].unique())[0]
-            ref = ref[ref["testbed"] == ref_tb].set_index("rep")["value"]
-            t = v.set_index("rep")["value"]
-            both = t.index.intersection(ref.index)
-            if not len(both):
-                continue
-            ci = stats.median_ci((t[both] / ref[both]).to_numpy())
-            rows.append(dict(benchmark=bench, variant=variant, mpi=mpi, testbed=tb, virtualization=virt,
-                             accelerator=str(virt).removeprefix("qemu-").upper(), ranks=int(ranks),
-                             native_testbed=ref_tb, ratio=ci["median"], ratio_lo=ci["ci_low"],
-                             ratio_hi=ci["ci_high"], n=ci["n"], ci_level=ci["ci_level"]))
-    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------ containers

@@ -150,7 +150,7 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
                            else str(int(big.min()))))
         lines.append(macro("hvOpenfoamReps", str(int(of["rep"].nunique()))))
     # the applications in the guests: VM/native time ratio on the guests' input, and that input
-    from .analysis import app_vm_ratio
+    from .apps import app_vm_ratio
 
     for _, r in app_vm_ratio(tidy).iterrows():
         k = f"hvAppVm{camel(r['benchmark'])}{camel(r['testbed'])}"
@@ -512,7 +512,7 @@ def apps_tex(tidy: pd.DataFrame) -> str:
     application, input, class and rank count, the run time and the
     performance relative to native shared memory at the lowest rank count
     (paired by round), medians [CI]."""
-    from .analysis import app_scaling
+    from .apps import app_scaling
 
     r = app_scaling(tidy)
     if r.empty:

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pandas as pd
 
-from . import analysis
+from . import analysis, apps
 from .atomic import write_csv
 
 
@@ -66,7 +66,7 @@ VIEWS: tuple[View, ...] = (
          "class: the share of run time inside MPI."),
     View("bytes_per_pair", "summary", lambda s: analysis.commprof_summary(s)[1], "Per testbed, kernel and "
          "class: the bytes each rank sent to each other rank."),
-    View("app_scaling", "tidy", analysis.app_scaling, "Per application, input, interconnect class and rank count: "
+    View("app_scaling", "tidy", apps.app_scaling, "Per application, input, interconnect class and rank count: "
          "time, and performance relative to its reference, paired by round."),
     View("streams", "tidy", _streams, "Per data path: the aggregate bandwidth of the concurrent TCP streams, "
          "median and CI over rounds, and retransmissions."),
