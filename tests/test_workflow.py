@@ -532,6 +532,47 @@ def test_html_report_of_the_archive(archive_clone):
     for label in ("tidy rows", "rejected outputs", "summary (medians, CIs)", "claims (verdicts)"):
         assert label in html, label
     assert html.count(campaign) >= len(FIGURES)          # every caption names the campaign
+    browser = shutil.which("chromium")
+    if browser:
+        # in a real browser 1400 px wide: the figures' table of labels beside each figure leaves the
+        # figure's frame most of the window (too long a label once squeezed it to nothing)
+        widths = report_figure_widths(browser, work / "report/hpcvirt.html", [f.name for f in FIGURES], 1400)
+        assert set(widths) == {f.name for f in FIGURES}, widths
+        assert all(w >= 600 for w in widths.values()), widths
+
+
+REPORT_PROBE = """<script>
+window.addEventListener("load", function () {
+  setTimeout(function () { app.showCategory("Figures"); }, 200);
+  var names = NAMES, widths = {}, i = 0;
+  function next() {
+    if (i == names.length) { document.title = "widths=" + JSON.stringify(widths); return; }
+    var name = names[i++];
+    var key = Object.keys(results).find(function (k) { return k.endsWith("/" + name + ".pdf"); });
+    app.setView({content: "pdf", contentPath: results[key].data_uri, resultPath: key});
+    setTimeout(function () {
+      var frame = document.querySelector("iframe");
+      widths[name] = frame ? Math.round(frame.getBoundingClientRect().width) : 0;
+      next();
+    }, 200);
+  }
+  setTimeout(next, 600);
+});
+</script>
+"""
+
+
+def report_figure_widths(browser: str, report: Path, names: list[str], width: int) -> dict[str, int]:
+    """The width of each figure's frame in the HTML report, with the figures' label table shown,
+    in headless Chromium ``width`` pixels wide."""
+    page = report.resolve().with_name("probe.html")
+    page.write_text(report.read_text() + REPORT_PROBE.replace("NAMES", json.dumps(names)))
+    out = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},900",
+                          "--virtual-time-budget=20000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=300).stdout
+    m = re.search(r"<title>widths=(\{.*?\})</title>", out)
+    assert m, out[:2000]
+    return json.loads(m.group(1).replace("&quot;", '"'))
 
 
 def test_slurm_dry_run_shows_site_resources():
