@@ -40,3 +40,11 @@ def test_the_archived_papers_main_body_is_at_most_twelve_pages(archive_clone):
                            capture_output=True, text=True, check=True).stdout
     assert re.search(r"of the \d+ claims \d+ hold", page1), page1[:3000]
     assert re.search(r"latency by [0-9.]+ µs", page1), page1[:3000]
+
+
+@pytest.mark.e2e
+def test_the_archived_paper_omits_no_part(archive_clone):
+    """The text is written for the archived campaign: every part of it has its data there (a part
+    whose numbers the archive lacks is left out of the paper, and that must not go unnoticed)."""
+    log = (archive_clone / "logs/paper/parts.log").read_text()
+    assert "omitted" not in log, log
