@@ -4,6 +4,8 @@
 
 rule numbers:
     input:
+        # the numbers the text cites, declared (hpcvirt.numbers)
+        declared="workflow/numbers.yaml",
         summary=f"data/results/{CAMPAIGN}/summary.csv",
         tidy=expand(
             "data/results/{campaign}/{testbed}/tidy.csv",

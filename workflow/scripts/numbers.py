@@ -4,6 +4,7 @@ import json
 
 import pandas as pd
 
+from hpcvirt import numbers
 from hpcvirt.atomic import write_text
 from hpcvirt.paper import (agreement_tex, apps_tex, commprof_tex, npb_tex, numbers_tex, overheads_tex, placement_tex,
                            results_table_tex, streams_tex)
@@ -19,20 +20,20 @@ with open(snakemake.log[0], "w") as log:
             records.append(json.load(fh))
     hosts = records[0]
     latency_bytes = int(snakemake.params.latency_bytes)
-    ovh_macros, ovh_table = overheads_tex(tidy, latency_bytes=latency_bytes)
     place_macros, place_table = placement_tex(summary, tidy)
     npb_macros, npb_table = npb_tex(summary, tidy)
     agree_macros, agree_table = agreement_tex(tidy, latency_bytes=latency_bytes)
     write_text(
         snakemake.output.numbers,
         numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
-                    quick_look=bool(snakemake.params.quick_look)) + ovh_macros + place_macros
+                    quick_look=bool(snakemake.params.quick_look))
+        + numbers.tex(tidy, numbers.load(snakemake.input.declared), latency_bytes=latency_bytes) + place_macros
         + npb_macros + agree_macros + commprof_tex(summary) + streams_tex(tidy),
     )
     write_text(snakemake.output.npb, npb_table)
     write_text(snakemake.output.apps, apps_tex(tidy))
     write_text(snakemake.output.agreement, agree_table)
-    write_text(snakemake.output.overheads, ovh_table)
+    write_text(snakemake.output.overheads, overheads_tex(tidy, latency_bytes=latency_bytes))
     write_text(snakemake.output.placement, place_table)
     write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))
     print("written", file=log)

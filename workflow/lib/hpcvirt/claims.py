@@ -53,7 +53,7 @@ import yaml
 
 from . import stats, yamlio
 from .labels import fmt_g
-from .query import SELECT_KEYS, QueryError, leaves, per_round, select
+from .query import QueryError, leaves, per_round, select, selector_error
 from .analysis import normalize_units
 
 VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
@@ -143,22 +143,10 @@ def _order(cid: str) -> tuple:
 
 
 def _selector(path, where: str, sel) -> dict:
-    if isinstance(sel, dict) and set(sel) == {"ratio"}:
-        # a derived per-round quantity: the ratio of two selectors, paired by round
-        if not (isinstance(sel["ratio"], list) and len(sel["ratio"]) == 2):
-            _fail(path, where, "a ratio selector is {ratio: [numerator, denominator]}")
-        return {"ratio": [_selector(path, where, x) for x in sel["ratio"]]}
-    if not isinstance(sel, dict) or "metric" not in sel:
-        _fail(path, where, "a selector is a mapping of tidy columns with at least metric")
-    unknown = set(sel) - SELECT_KEYS
-    if unknown:
-        _fail(path, where, f"unknown selector keys {sorted(unknown)}; allowed: {', '.join(sorted(SELECT_KEYS))}")
-    at = sel.get("at")
-    knee = isinstance(at, dict) and set(at) == {"knee"} and isinstance(at["knee"], (int, float)) \
-        and 0 < at["knee"] < 1
-    if at is not None and at not in ("smallest", "peak") and not (isinstance(at, int) and at >= 0) and not knee:
-        _fail(path, where, f"at {at!r}; allowed: smallest, peak, a size in bytes or {{knee: f}} with 0 < f < 1")
-    return dict(sel)
+    error = selector_error(sel)
+    if error:
+        _fail(path, where, error)
+    return {"ratio": [dict(x) for x in sel["ratio"]]} if "ratio" in sel else dict(sel)
 
 
 def _check(path, where: str, c) -> dict:

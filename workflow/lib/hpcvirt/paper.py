@@ -226,21 +226,16 @@ def overheads(tidy: pd.DataFrame, latency_bytes: int = 8) -> list[dict]:
     return out
 
 
-def overheads_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> tuple[str, str]:
-    """(macros, table) of paired overheads: latency difference at
-    ``latency_bytes`` and peak-bandwidth ratio, median and CI over rounds."""
-    macros, rows = [], []
+def overheads_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> str:
+    """The table of paired overheads: latency difference at ``latency_bytes``
+    and peak-bandwidth ratio, median and CI over rounds (the text's numbers of
+    these pairs are declared in ``workflow/numbers.yaml``)."""
+    rows = []
     for o in overheads(tidy, latency_bytes):
-        k = config_key(pd.Series(o["subject"]))
         cells = []
-        for key, name in (("lat_diff", "Lat"), ("bw_ratio", "Bw")):
+        for key in ("lat_diff", "bw_ratio"):
             d = o.get(key)
-            if d is None:
-                cells.append("--")
-                continue
-            macros += [macro(f"hvOvh{name}{k}", fmt(d["median"])), macro(f"hvOvh{name}{k}Lo", fmt(d["ci_low"])),
-                       macro(f"hvOvh{name}{k}Hi", fmt(d["ci_high"]))]
-            cells.append(f"{fmt(d['median'])} [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}]")
+            cells.append("--" if d is None else f"{fmt(d['median'])} [{fmt(d['ci_low'])}, {fmt(d['ci_high'])}]")
         n = (o.get("lat_diff") or o.get("bw_ratio"))["n"]
         rows.append(f"{latex_escape(_label(o['subject']))} & {latex_escape(_label(o['reference']))} & "
                     f"{cells[0]} & {cells[1]} & {n} \\\\")
@@ -256,7 +251,7 @@ def overheads_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> tuple[str, s
         + ("\n".join(rows) if rows else "\\multicolumn{5}{c}{no pairs in this campaign} \\\\")
         + "\n\\bottomrule\n\\end{tabular}}\n\\end{table}\n"
     )
-    return "".join(macros), table
+    return table
 
 
 def _placement_keys(ps: pd.DataFrame) -> dict:

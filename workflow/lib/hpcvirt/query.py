@@ -59,6 +59,41 @@ def _coded(tidy: pd.DataFrame, column: str) -> tuple[np.ndarray, dict[str, int]]
     return codes, index
 
 
+
+def selector_error(sel, symbols: tuple[str, ...] = ()) -> str | None:
+    """What is wrong with a selector (None when nothing): a mapping of
+    :data:`SELECT_KEYS` with at least ``metric``, or ``{ratio: [selector,
+    selector]}``; ``at`` is ``smallest``, ``peak``, a size in bytes,
+    ``{knee: f}`` with 0 < f < 1, or one of ``symbols`` (a size the caller
+    fills in, e.g. the paper's ``latency_bytes``)."""
+    if isinstance(sel, dict) and set(sel) == {"ratio"}:
+        if not (isinstance(sel["ratio"], list) and len(sel["ratio"]) == 2):
+            return "a ratio selector is {ratio: [numerator, denominator]}"
+        return next((e for e in (selector_error(x, symbols) for x in sel["ratio"]) if e), None)
+    if not isinstance(sel, dict) or "metric" not in sel:
+        return "a selector is a mapping of tidy columns with at least metric"
+    unknown = set(sel) - SELECT_KEYS
+    if unknown:
+        return f"unknown selector keys {sorted(unknown)}; allowed: {', '.join(sorted(SELECT_KEYS))}"
+    at = sel.get("at")
+    knee = isinstance(at, dict) and set(at) == {"knee"} and isinstance(at["knee"], (int, float)) \
+        and 0 < at["knee"] < 1
+    if at is not None and at not in ("smallest", "peak", *symbols) and not (isinstance(at, int) and at >= 0) \
+            and not knee:
+        knee_or = "{knee: f} with 0 < f < 1"
+        allowed = (f"a size in bytes, {knee_or} or {', '.join(symbols)}" if symbols
+                   else f"a size in bytes or {knee_or}")
+        return f"at {at!r}; allowed: smallest, peak, {allowed}"
+    return None
+
+
+def bind(sel: dict, **sizes: int) -> dict:
+    """The selector with a symbolic ``at`` (e.g. ``latency_bytes``) replaced by its size, in ratios too."""
+    if "ratio" in sel:
+        return {"ratio": [bind(x, **sizes) for x in sel["ratio"]]}
+    at = sel.get("at")
+    return {**sel, "at": sizes[at]} if isinstance(at, str) and at in sizes else dict(sel)
+
 def leaves(sels) -> list[dict]:
     """The plain selectors of a list of selectors, ratios taken apart."""
     return [leaf for s in sels for leaf in (leaves(s["ratio"]) if "ratio" in s else [s])]

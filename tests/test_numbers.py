@@ -1,0 +1,82 @@
+"""The paper's numbers declared as data (workflow/numbers.yaml, hpcvirt.numbers)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hpcvirt import numbers
+from hpcvirt.analysis import comparisons, paired_overhead
+from hpcvirt.config import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+DECLARED = ROOT / "workflow/numbers.yaml"
+STUDY = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")[0]
+
+
+def archive_tidy() -> pd.DataFrame:
+    tables = sorted((ROOT / "data/results" / STUDY["campaign"]).glob("*/tidy.csv"))
+    return pd.concat([pd.read_csv(p) for p in tables], ignore_index=True)
+
+
+def _macros(tex: str) -> dict[str, str]:
+    return dict(re.findall(r"\\newcommand\{\\(\w+)\}\{([^}]*)\}", tex))
+
+
+def test_every_declared_number_is_cited_by_the_text_and_grep_finds_its_declaration():
+    text = "".join(p.read_text() for p in (ROOT / "paper").rglob("*.tex") if "generated" not in p.parts)
+    declared = numbers.load(DECLARED)
+    assert declared
+    for n in declared:
+        assert re.search(rf"\\{n.macro}(?![A-Za-z])", text), f"{n.macro} is declared but no text cites it"
+        assert f"macro: {n.macro}\n" in DECLARED.read_text()
+
+
+def test_the_archive_has_every_declared_number_and_the_overheads_table_agrees():
+    """The text's paired overheads are the overheads table's pairs: the same rounds, the same values."""
+    tidy = archive_tidy()
+    latency_bytes = STUDY["paper"]["latency_bytes"]
+    got = _macros(numbers.tex(tidy, numbers.load(DECLARED), latency_bytes=latency_bytes))
+    assert {f"{n.macro}{s}" for n in numbers.load(DECLARED) for s in ("", "Lo", "Hi")} == set(got)
+    table = {}
+    for _, subject, reference in comparisons(tidy):
+        res = paired_overhead(tidy, subject, reference, latency_bytes=latency_bytes) or {}
+        for key, what in (("lat_diff", "Lat"), ("bw_ratio", "Bw")):
+            if key in res:
+                table[(what, subject["testbed"], subject["benchmark"], subject["mpi"], subject["interconnect"])] = res[key]
+    from hpcvirt.labels import fmt
+    for n in numbers.load(DECLARED):
+        subj = n.selectors[0]
+        what = "Lat" if n.kind == "difference" else "Bw"
+        ref = table[(what, subj["testbed"], subj["benchmark"], subj.get("mpi", "none"), subj["interconnect"])]
+        assert (got[n.macro], got[n.macro + "Lo"], got[n.macro + "Hi"]) == \
+            (fmt(ref["median"]), fmt(ref["ci_low"]), fmt(ref["ci_high"])), n.macro
+
+
+def test_a_campaign_without_the_rows_writes_no_macro_for_them():
+    tidy = archive_tidy()
+    no_vm = tidy[tidy["testbed"] != "vm"]
+    got = _macros(numbers.tex(no_vm, numbers.load(DECLARED), latency_bytes=8))
+    assert "hvOvhLatVmOpenmpiNet" not in got and "hvOvhLatBridgeOpenmpiNet" in got
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d[0].update(macro="OvhLat"), "macro must be a macro name"),
+    (lambda d: d[0].update(ratio=d[0]["difference"]), "needs exactly one of value, ratio, difference"),
+    (lambda d: d[0].update(difference=d[0]["difference"][:1]), "difference is [subject, reference]"),
+    (lambda d: d[0]["difference"][0].update(at="latency"), "at 'latency'; allowed"),
+    (lambda d: d[0]["difference"][0].update(nic="eth0"), "unknown selector keys ['nic']"),
+    (lambda d: d.append(dict(d[0])), "declared twice"),
+])
+def test_a_bad_declaration_is_refused_naming_file_and_macro(tmp_path, edit, needle):
+    data = yaml.safe_load(DECLARED.read_text())
+    edit(data)
+    bad = tmp_path / "numbers.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(numbers.NumbersError) as exc:
+        numbers.load(bad)
+    assert str(bad) in str(exc.value) and needle in str(exc.value)

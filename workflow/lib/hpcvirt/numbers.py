@@ -1,0 +1,107 @@
+"""The paper's numbers declared as data (``workflow/numbers.yaml``): each
+declaration names its macro literally (so that ``grep -r hvOvhLatVmOpenmpiNet``
+finds where it comes from) and the quantity in the selector language of the
+claims (:mod:`hpcvirt.query`)::
+
+    - macro: hvOvhLatVmOpenmpiNet
+      difference: [{...subject...}, {...reference...}]   # per round: subject - reference
+    - macro: hvOvhBwVmOpenmpiNet
+      ratio: [{...}, {...}]                              # per round: subject / reference
+    - macro: hvSomething
+      value: {...}                                       # per round: the value
+
+A selector's ``at`` may be ``latency_bytes``, the paper's message size
+(config key ``paper.latency_bytes``).  Each declaration whose rows the
+campaign has writes ``\\<macro>`` (the median over the interleaved rounds),
+``\\<macro>Lo`` and ``\\<macro>Hi`` (its order-statistic CI), in the units of
+:func:`hpcvirt.analysis.normalize_units` (µs, Gbit/s); one the campaign
+lacks writes nothing, and the paper leaves out the part that needs it
+(:func:`hpcvirt.paper.parts_tex`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import paths, stats, yamlio
+from .analysis import normalize_units
+from .labels import fmt, macro
+from .query import QueryError, bind, per_round, selector_error
+
+KINDS = ("value", "ratio", "difference")
+SYMBOLS = ("latency_bytes",)
+
+
+class NumbersError(ValueError):
+    """A declaration that does not declare a number."""
+
+
+@dataclass(frozen=True)
+class Number:
+    macro: str
+    kind: str                 # value, ratio or difference
+    selectors: tuple          # one (value) or two (subject, reference)
+
+
+def load(path: str | Path | None = None) -> list[Number]:
+    """The declarations of ``workflow/numbers.yaml`` (or ``path``), checked:
+    a literal macro name, exactly one quantity, valid selectors, no name twice."""
+    path = Path(path) if path else paths.root() / "workflow" / "numbers.yaml"
+    data = yamlio.load_file(path)
+    if not isinstance(data, list):
+        raise NumbersError(f"{path}: a list of declarations (macro and one of {', '.join(KINDS)})")
+    out, seen = [], set()
+    for i, d in enumerate(data):
+        where = f"{path}: [{i}]"
+        if not isinstance(d, dict) or not re.fullmatch(r"hv[A-Z][A-Za-z]*", str(d.get("macro", ""))):
+            raise NumbersError(f"{where}: macro must be a macro name, hv and letters (e.g. hvOvhLatVmOpenmpiNet)")
+        where = f"{where} {d['macro']}"
+        kinds = [k for k in KINDS if k in d]
+        if len(kinds) != 1 or set(d) - {"macro", *KINDS}:
+            raise NumbersError(f"{where}: needs exactly one of {', '.join(KINDS)} and nothing else; has {sorted(d)}")
+        kind = kinds[0]
+        sels = (d[kind],) if kind == "value" else d[kind]
+        if kind != "value" and not (isinstance(sels, list) and len(sels) == 2):
+            raise NumbersError(f"{where}: {kind} is [subject, reference]")
+        for sel in sels:
+            error = selector_error(sel, SYMBOLS)
+            if error:
+                raise NumbersError(f"{where}: {error}")
+        if d["macro"] in seen:
+            raise NumbersError(f"{where}: declared twice")
+        seen.add(d["macro"])
+        out.append(Number(d["macro"], kind, tuple(sels)))
+    return out
+
+
+def per_round_values(tidy: pd.DataFrame, number: Number, *, latency_bytes: int) -> pd.Series:
+    """The declared quantity, one value per round (empty when the campaign lacks its rows)."""
+    series = [per_round(tidy, bind(s, latency_bytes=latency_bytes)) for s in number.selectors]
+    if number.kind == "value":
+        return series[0]
+    num, ref = series
+    both = num.index.intersection(ref.index)
+    return (num[both] - ref[both]) if number.kind == "difference" else (num[both] / ref[both])
+
+
+def tex(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level: float = 0.95) -> str:
+    """``\\<macro>``, ``Lo`` and ``Hi`` of every declaration the campaign has rows for."""
+    tidy = normalize_units(tidy)
+    out = []
+    for n in numbers:
+        try:
+            values = per_round_values(tidy, n, latency_bytes=latency_bytes).to_numpy(dtype=float)
+        except QueryError as exc:
+            raise NumbersError(f"workflow/numbers.yaml {n.macro}: {exc}") from None
+        values = values[np.isfinite(values)]
+        if not len(values):
+            continue
+        ci = stats.median_ci(values, level)
+        out += [macro(n.macro, fmt(ci["median"])), macro(f"{n.macro}Lo", fmt(ci["ci_low"])),
+                macro(f"{n.macro}Hi", fmt(ci["ci_high"]))]
+    return "".join(out)
