@@ -1,6 +1,7 @@
 """What every parser needs: reading a raw file, spotting launcher and MPI
 errors (one list of them, extended by a parser with its benchmark's own
-error texts), and filling argv templates."""
+error texts), filling argv templates, and reading the lines a run wrapper
+adds to an application's output."""
 
 from __future__ import annotations
 
@@ -73,3 +74,31 @@ def server_keys(port: int) -> dict:
         "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": port,
                  "description": "Listen port of the server."},
     }
+
+
+class WrapperOutput:
+    """The lines a per-rank run wrapper (``workflow/scripts/<script>``) adds
+    to its application's output on rank 0: a ``hpcvirt-<tag> 1`` header, one
+    ``<key> <value>`` line per key of the run (``keys``), and at the end
+    ``wall_s <s>``, ``exit <code>`` and ``end`` (the last only when the run
+    completed)."""
+
+    def __init__(self, tag: str, script: str, *keys: str):
+        self.header, self.script = f"hpcvirt-{tag}", script
+        self.field_re = re.compile(rf"^({'|'.join((self.header, *keys))}|wall_s|exit|end)(?: (\S+))?\s*$", re.M)
+
+    def fields(self, path: str | Path, text: str) -> dict[str, str | None]:
+        """The wrapper's lines, key -> value (None for ``end``); ParseError
+        when the header is missing (not an output of the wrapper)."""
+        fields = {m.group(1): m.group(2) for m in self.field_re.finditer(text)}
+        if fields.get(self.header) != "1":
+            raise ParseError(path, f"no '{self.header} 1' header: not an output of {self.script}")
+        return fields
+
+    @staticmethod
+    def check_end(path: str | Path, fields: dict[str, str | None]) -> None:
+        """ParseError when the wrapper printed no ``end`` (the run was cut, killed or failed)."""
+        if "end" not in fields:
+            raise ParseError(path, f"no 'end' line: the run did not complete (exit {fields.get('exit', 'not printed')}; "
+                                   "cut, killed or failed)")
+

@@ -82,15 +82,15 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Choices, Int, Job, PinnedSource
-from .common import check_no_mpi_error, error_re, read_text
+from .common import WrapperOutput, check_no_mpi_error, error_re, read_text
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
 WRAPPER = "workflow/scripts/milc-run"
+OUTPUT = WrapperOutput("milc", WRAPPER, "lattice", "trajectories", "ranks")
 
 ERRORS = error_re(r"^milc-run: ", r"^termination: ",
                   r"LAYOUT: Can't lay out", r"LATTICE SIZE DOESN'T FIT", r"^Can't open stdin file",
                   r"get_[a-z]+\(\d+\): Expecting")
-FIELD_RE = re.compile(r"^(hpcvirt-milc|lattice|trajectories|ranks|wall_s|exit|end)(?: (\S+))?\s*$", re.M)
 MACHINE_RE = re.compile(r"^Machine = .*?, with (\d+) nodes?\s*$", re.M)
 ECHO_RE = re.compile(r"^(nx|ny|nz|nt|trajecs|iseed|beta|dyn_mass|dyn_flavors|microcanonical_time_step|"
                      r"steps_per_trajectory|n_pseudo|u0) (.+?)\s*$", re.M)
@@ -247,9 +247,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     expected = expected or {}
     text = read_text(path)
     check_no_mpi_error(path, text, ERRORS)
-    fields = {m.group(1): m.group(2) for m in FIELD_RE.finditer(text)}
-    if fields.get("hpcvirt-milc") != "1":
-        raise ParseError(path, "no 'hpcvirt-milc 1' header: not an output of workflow/scripts/milc-run")
+    fields = OUTPUT.fields(path, text)
     ended = [s for s in ("RUNNING COMPLETED", "exit: ") if not re.search(f"^{s}", text, re.M)]
     if "end" not in fields or ended:
         raise ParseError(path, f"the run did not reach MILC's normal end (no {', '.join(map(repr, ended or ['end']))}; "

@@ -38,7 +38,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Int, Ints, Job, Package
-from .common import check_no_mpi_error, error_re, read_text
+from .common import WrapperOutput, check_no_mpi_error, error_re, read_text
 
 CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
 ERRORS = error_re(r"FOAM FATAL (?:IO )?ERROR", r"^openfoam-dambreak: ")
@@ -47,7 +47,7 @@ EXEC_RE = re.compile(r"^ExecutionTime = ([0-9.eE+-]+) s", re.M)
 BUILD_RE = re.compile(r"^Build\s*:\s*OPENFOAM=(\S+)(?: patch=(\S+))?", re.M)   # the solver's banner
 HOSTS_RE = re.compile(r"^Hosts\s*:\s*\n\(\n(.*?)\n\)", re.M | re.S)   # interFoam -parallel: (host nRanks)
 HOST_RE = re.compile(r"^\s*\((\S+) \d+\)", re.M)
-FIELD_RE = re.compile(r"^(hpcvirt-openfoam|cells|ranks|end_time|wall_s|exit|end)(?: (\S+))?\s*$", re.M)
+OUTPUT = WrapperOutput("openfoam", "workflow/scripts/openfoam-dambreak", "cells", "ranks", "end_time")
 
 
 def variant(cells: int, end_time: float) -> str:
@@ -68,12 +68,8 @@ def end_time_of(variant: str) -> float:
 def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Measurement]:
     text = read_text(path)
     check_no_mpi_error(path, text, ERRORS)
-    fields = {m.group(1): m.group(2) for m in FIELD_RE.finditer(text)}
-    if fields.get("hpcvirt-openfoam") != "1":
-        raise ParseError(path, "no 'hpcvirt-openfoam 1' header: not an output of workflow/scripts/openfoam-dambreak")
-    if "end" not in fields:
-        raise ParseError(path, f"no 'end' line: the run did not complete (exit {fields.get('exit', 'not printed')}; "
-                               "cut, killed or failed)")
+    fields = OUTPUT.fields(path, text)
+    OUTPUT.check_end(path, fields)
     try:
         cells, ranks, end_time = int(fields["cells"]), int(fields["ranks"]), float(fields["end_time"])
         wall = float(fields["wall_s"])

@@ -47,7 +47,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Int, Job, Package
-from .common import check_no_mpi_error, error_re, read_text
+from .common import WrapperOutput, check_no_mpi_error, error_re, read_text
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
 PSEUDO = "/usr/share/espresso/pseudo/Si.pz-vbc.UPF"
@@ -70,7 +70,7 @@ REFERENCE_RY: dict[tuple[int, int, int], float] = {
 TOLERANCE_RY = 1e-5
 
 ERRORS = error_re(r"^\s*Error in routine ", r"Fortran runtime error", r"^qe-pw: ")
-FIELD_RE = re.compile(r"^(hpcvirt-qe|supercell|atoms|ecutwfc|kpoints|ranks|wall_s|exit|end)(?: (\S+))?\s*$", re.M)
+OUTPUT = WrapperOutput("qe", "workflow/scripts/qe-pw", "supercell", "atoms", "ecutwfc", "kpoints", "ranks")
 PROCS_RE = re.compile(r"^\s*(?:Parallel version \([^)]*\), running on\s+(\d+) processors?"
                       r"|Number of MPI processes:\s+(\d+))", re.M)
 NODES_RE = re.compile(r"^\s*MPI processes distributed on\s+(\d+) nodes?", re.M)
@@ -118,16 +118,12 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
         raise ParseError(path, f"the scf did not converge (pw.x: 'convergence NOT achieved after {bad.group(1)} "
                                "iterations')")
     check_no_mpi_error(path, text, ERRORS)
-    fields = {m.group(1): m.group(2) for m in FIELD_RE.finditer(text)}
-    if fields.get("hpcvirt-qe") != "1":
-        raise ParseError(path, "no 'hpcvirt-qe 1' header: not an output of workflow/scripts/qe-pw")
+    fields = OUTPUT.fields(path, text)
     iterations = ITERATION_RE.findall(text)
     if "JOB DONE." not in text:
         raise ParseError(path, f"no 'JOB DONE.': pw.x did not complete (cut or killed after "
                                f"{len(iterations)} scf iteration(s))")
-    if "end" not in fields:
-        raise ParseError(path, f"no 'end' line: the run did not complete (exit {fields.get('exit', 'not printed')}; "
-                               "cut, killed or failed)")
+    OUTPUT.check_end(path, fields)
     try:
         supercell, atoms, ecut = int(fields["supercell"]), int(fields["atoms"]), int(fields["ecutwfc"])
         kpoints, ranks = int(fields["kpoints"]), int(fields["ranks"])
