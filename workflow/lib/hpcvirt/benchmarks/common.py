@@ -1,14 +1,14 @@
 """What every parser needs: reading a raw file, spotting launcher and MPI
 errors (one list of them, extended by a parser with its benchmark's own
-error texts), filling argv templates, and reading the lines a run wrapper
-adds to an application's output."""
+error texts), filling argv templates, reading the lines a run wrapper
+adds to an application's output, and making the rows of one run."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from ..tidy import ParseError
+from ..tidy import Measurement, ParseError
 
 # Text that MPI launchers and runtimes print when a job did not complete.
 # A file containing any of these is a failed run, whatever else it holds.
@@ -102,3 +102,10 @@ class WrapperOutput:
             raise ParseError(path, f"no 'end' line: the run did not complete (exit {fields.get('exit', 'not printed')}; "
                                    "cut, killed or failed)")
 
+
+def results(rows, **common) -> list[Measurement]:
+    """The rows of one run, ``(metric, unit, value)`` or ``(metric, unit,
+    value, iteration_count)`` each, all with the same other fields
+    (``common``: benchmark, ranks, variant, verified, extra)."""
+    return [Measurement(metric=metric, unit=unit, value=value, iteration_count=count[0] if count else None, **common)
+            for metric, unit, value, *count in rows]

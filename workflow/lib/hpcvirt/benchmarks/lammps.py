@@ -44,7 +44,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Int, Job, Package
-from .common import check_no_mpi_error, error_re, read_text
+from .common import check_no_mpi_error, error_re, read_text, results
 
 INPUT = "workflow/inputs/lammps/in.lj"
 MAX_DRIFT = 0.01
@@ -90,15 +90,14 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     if not drift < MAX_DRIFT:
         raise ParseError(path, f"the total energy drifted by {drift:.2%} (from {e0} to {e1}), more than the "
                                f"{MAX_DRIFT:.0%} a correct run of this input stays within")
-    common = dict(benchmark="lammps", ranks=ranks, variant=f"{atoms} atoms", verified=True,
-                  extra={"suite_version": f"LAMMPS {version.group(1)}", "steps": str(steps),
-                         "omp_threads": str(threads)})
-    return [Measurement(metric="loop_time", unit="s", value=seconds, iteration_count=steps, **common),
-            Measurement(metric="time_per_step", unit="us", value=seconds / steps * 1e6, iteration_count=steps,
-                        **common),
-            Measurement(metric="performance", unit="tau/day", value=float(perf.group(1)), **common),
-            Measurement(metric="energy_drift", unit="fraction", value=drift, **common),
-            Measurement(metric="atoms", unit="count", value=atoms, **common)]
+    return results([("loop_time", "s", seconds, steps),
+                    ("time_per_step", "us", seconds / steps * 1e6, steps),
+                    ("performance", "tau/day", float(perf.group(1))),
+                    ("energy_drift", "fraction", drift),
+                    ("atoms", "count", atoms)],
+                   benchmark="lammps", ranks=ranks, variant=f"{atoms} atoms", verified=True,
+                   extra={"suite_version": f"LAMMPS {version.group(1)}", "steps": str(steps),
+                          "omp_threads": str(threads)})
 
 
 class LAMMPS(Application):

@@ -82,7 +82,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Choices, Int, Job, PinnedSource
-from .common import WrapperOutput, check_no_mpi_error, error_re, read_text
+from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
 WRAPPER = "workflow/scripts/milc-run"
@@ -299,13 +299,11 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     extra = {"suite_version": f"MILC {VERSION[:8]} su3_rhmd_hisq", "milc_time_s": f"{milc_time:g}",
              "plaquette": " ".join(f"{p:g}" for p in observed[-1]["plaq"])}
     extra["steps_per_trajectory"] = str(steps)
-    common = dict(benchmark="milc", ranks=ranks, variant=variant(lattice, trajecs, steps), verified=True, extra=extra)
-    return [Measurement(metric="wall_time", unit="s", value=wall, **common),
-            Measurement(metric="time_per_trajectory", unit="s", value=milc_time / trajecs, iteration_count=trajecs,
-                        **common),
-            Measurement(metric="time_per_cg_iteration", unit="us", value=cg_time / cg_iters * 1e6,
-                        iteration_count=cg_iters, **common),
-            Measurement(metric="cg_iterations", unit="count", value=total_iters, **common)]
+    return results([("wall_time", "s", wall),
+                    ("time_per_trajectory", "s", milc_time / trajecs, trajecs),
+                    ("time_per_cg_iteration", "us", cg_time / cg_iters * 1e6, cg_iters),
+                    ("cg_iterations", "count", total_iters)],
+                   benchmark="milc", ranks=ranks, variant=variant(lattice, trajecs, steps), verified=True, extra=extra)
 
 
 class MILC(Application):

@@ -38,7 +38,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Int, Ints, Job, Package
-from .common import WrapperOutput, check_no_mpi_error, error_re, read_text
+from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
 ERRORS = error_re(r"FOAM FATAL (?:IO )?ERROR", r"^openfoam-dambreak: ")
@@ -96,13 +96,12 @@ def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Me
     extra = {"end_time": fields["end_time"],
              "suite_version": f"OpenFOAM {build.group(1)}" + (f" (patch {build.group(2)})" if build.group(2) else "")
              if build else ""}
-    common = dict(benchmark="openfoam-dambreak", ranks=ranks, variant=variant(cells, end_time), verified=True,
-                  extra=extra)
-    return [Measurement(metric="wall_time", unit="s", value=wall, **common),
-            Measurement(metric="time_per_step", unit="us", value=per_step, iteration_count=len(times) - warmup_steps,
-                        **common),
-            Measurement(metric="steps", unit="count", value=len(times), **common),
-            Measurement(metric="cells", unit="count", value=cells, **common)]
+    return results([("wall_time", "s", wall),
+                    ("time_per_step", "us", per_step, len(times) - warmup_steps),
+                    ("steps", "count", len(times)),
+                    ("cells", "count", cells)],
+                   benchmark="openfoam-dambreak", ranks=ranks, variant=variant(cells, end_time), verified=True,
+                   extra=extra)
 
 
 class OpenFOAM(Application):

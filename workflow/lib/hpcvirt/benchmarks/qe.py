@@ -47,7 +47,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Int, Job, Package
-from .common import WrapperOutput, check_no_mpi_error, error_re, read_text
+from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
 PSEUDO = "/usr/share/espresso/pseudo/Si.pz-vbc.UPF"
@@ -175,13 +175,12 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
              "total_energy_ry": f"{e:.8f}",
              "reference_energy_ry": f"{ref:.8f}" if ref is not None else "none for this input",
              "irreducible_kpoints": k_irr.group(1) if k_irr else ""}
-    common = dict(benchmark="qe-pw", ranks=ranks, variant=f"Si{atoms} {ecut} Ry k{kpoints}",
-                  verified=ref is not None, extra=extra)
-    return [Measurement(metric="wall_time", unit="s", value=wall, **common),
-            Measurement(metric="time_per_iteration", unit="s", value=scf_wall / n_iter, iteration_count=n_iter,
-                        **common),
-            Measurement(metric="scf_iterations", unit="count", value=n_iter, **common),
-            Measurement(metric="total_energy", unit="Ry", value=e, **common)]
+    return results([("wall_time", "s", wall),
+                    ("time_per_iteration", "s", scf_wall / n_iter, n_iter),
+                    ("scf_iterations", "count", n_iter),
+                    ("total_energy", "Ry", e)],
+                   benchmark="qe-pw", ranks=ranks, variant=f"Si{atoms} {ecut} Ry k{kpoints}", verified=ref is not None,
+                   extra=extra)
 
 
 class QuantumEspresso(Application):
