@@ -34,12 +34,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, Compiled, Group, Int, Ints,
-                   Job, Mpis, Package, Param, Paths, PinnedSource)
+from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, ClientServer, Compiled, Group,
+                   Int, Ints, Job, Mpis, Package, Param, Paths, PinnedSource)
 
-__all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Choice", "Choices", "Compiled", "Group",
-           "Int", "Ints", "Job", "Mpis", "Package", "Param", "Paths", "PinnedSource", "REGISTRY", "Registry", "enabled",
-           "MODULES"]
+__all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Choice", "Choices", "ClientServer",
+           "Compiled", "Group", "Int", "Ints", "Job", "Mpis", "Package", "Param", "Paths", "PinnedSource", "REGISTRY",
+           "Registry", "enabled", "MODULES"]
 
 
 # ----------------------------------------------------------------- registry

@@ -387,3 +387,28 @@ class Application(Benchmark):
         ranks = s["ranks"]
         return Job(argv, mpi=s["mpi"], ranks=ranks, block=-(-ranks // 2) if s["path"] == "net" else ranks,
                    path=s["path"])
+
+
+class ClientServer(Benchmark):
+    """A client/server program, not MPI: the client runs on the testbed's
+    first host and reaches the server at ``{peer}``; where the server
+    listens and on which port are testbed keys
+    (:func:`~hpcvirt.benchmarks.common.server_keys`)."""
+
+    mpi = False
+
+    @staticmethod
+    def program(entry: dict) -> list[str]:
+        """The testbed entry's program: its ``binary`` and ``args``."""
+        return [entry["binary"], *entry.get("args", [])]
+
+    def client_server(self, entry: dict, client: list[str], server: list[str], probe: list[str],
+                      probe_on_server: bool = False) -> Job:
+        """The job of one configuration: the program with the ``client``
+        arguments against the program with the ``server`` arguments, which
+        listens on the entry's ``port``; ``probe`` (a whole argv) succeeds
+        once the server is ready (``probe_on_server``: run where the server
+        runs)."""
+        program = self.program(entry)
+        return Job([*program, *client], mpi=None, ranks=2, server_argv=[*program, *server], probe_argv=probe,
+                   probe_on_server=probe_on_server, port=int(entry["port"]))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Int, Job, Package, listening_probe
+from .base import ClientServer, Int, Job, Package, listening_probe
 from .common import read_text, server_keys
 
 
@@ -63,7 +63,7 @@ def parse(path, *, streams: int | None = None, seconds: int | None = None, omit:
     return out
 
 
-class Iperf3(Benchmark):
+class Iperf3(ClientServer):
     name = "iperf3"
     experiment = "streams"
     title = "Concurrent TCP streams with iperf3 3.12: aggregate and per-stream bandwidth (Nanos et al.)"
@@ -75,7 +75,6 @@ class Iperf3(Benchmark):
     }
     raw_template = "P{streams}_t{seconds}_o{omit}"
     build = Package(("iperf3",))
-    mpi = False
     testbed_keys = server_keys(19801)
     metrics = {"bandwidth": "MB/s", "stream_bandwidth": "MB/s", "retransmits": "count"}
     success = ("a complete JSON report (its end block) of the declared streams, seconds and warm-up, a result "
@@ -83,15 +82,13 @@ class Iperf3(Benchmark):
 
     def job(self, s: dict, entry: dict) -> Job:
         port = str(entry["port"])
-        iperf3 = [entry["binary"], *entry.get("args", [])]
-        argv = [*iperf3, "-c", "{peer}", "-p", port, "-P", str(s["streams"]), "-t", str(s["seconds"]),
-                "-O", str(s["omit"]), "-J"]
+        client = ["-c", "{peer}", "-p", port, "-P", str(s["streams"]), "-t", str(s["seconds"]), "-O", str(s["omit"]),
+                  "-J"]
         # the server is ready when its socket listens, checked where it runs: a bare connect as the
         # probe is taken for a client, which the server drops, and a client that connects while it
         # does is reset ("unable to receive control message: Connection reset by peer"); a short
         # test as the probe would load the link before the timed one
-        return Job(argv, mpi=None, ranks=2, server_argv=[*iperf3, "-s", "-p", port],
-                   probe_argv=listening_probe(int(port)), probe_on_server=True, port=int(port))
+        return self.client_server(entry, client, ["-s", "-p", port], listening_probe(int(port)), probe_on_server=True)
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"streams": s["streams"], "seconds": s["seconds"], "omit": s["omit"]}

@@ -20,7 +20,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import read_text, server_keys
-from .base import Benchmark, Choices, Int, Job, Package
+from .base import Choices, ClientServer, Int, Job, Package
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
 FIELD_RE = re.compile(r"^\s+(?P<key>\w+)\s+=\s+(?P<value>\d+(?:\.\d+)?)\s+(?P<unit>ns|bytes/sec|bytes)\s*$")
@@ -90,7 +90,7 @@ def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return out
 
 
-class Qperf(Benchmark):
+class Qperf(ClientServer):
     name = "qperf"
     experiment = "tcp"
     title = "Raw TCP below MPI with qperf 0.4 (tcp_lat one-way latency, tcp_bw streaming bandwidth)"
@@ -105,18 +105,16 @@ class Qperf(Benchmark):
     }
     raw_template = "{test}_{min_bytes}-{max_bytes}x{factor}_t{seconds_per_size}"
     build = Package(("qperf",))
-    mpi = False
     testbed_keys = server_keys(19765)
     metrics = {"latency": "us", "bandwidth": "MB/s"}
     success = "a result with value and size for every requested size, and no connection error"
 
     def job(self, s: dict, entry: dict) -> Job:
         port = str(entry["port"])
-        qperf = [entry["binary"], *entry.get("args", [])]
-        argv = [*qperf, "-lp", port, "-t", str(s["seconds_per_size"]), "-vu", "-uu", "-oo",
-                f"msg_size:{s['min_bytes']}:{s['max_bytes']}:*{s['factor']}", "{peer}", s["test"]]
-        return Job(argv, mpi=None, ranks=2, server_argv=[*qperf, "--listen_port", port],
-                   probe_argv=[*qperf, "-lp", port, "-t", "1", "{peer}", "conf"], port=int(port))
+        client = ["-lp", port, "-t", str(s["seconds_per_size"]), "-vu", "-uu", "-oo",
+                  f"msg_size:{s['min_bytes']}:{s['max_bytes']}:*{s['factor']}", "{peer}", s["test"]]
+        return self.client_server(entry, client, ["--listen_port", port],
+                                  [*self.program(entry), "-lp", port, "-t", "1", "{peer}", "conf"])
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"sizes": sizes(s["min_bytes"], s["max_bytes"], s["factor"]), "test": s["test"]}
