@@ -37,9 +37,9 @@ and ``cluster.info`` (record it: under TCG the numbers measure the emulator).
 Teardown (qemu processes, anything else inside the namespace, taps, bridge,
 macvtaps and their device nodes, namespace, overlays) runs on normal exit, exceptions, boot timeouts,
 SIGTERM and SIGINT; :func:`cleanup` removes what a SIGKILLed run left.
-A guest that dies while a command runs (:meth:`Cluster.run`) aborts the
-command at once with :class:`GuestDied` naming the guest and showing its
-serial log, instead of waiting for TCP timeouts.
+What the context manager yields, a :class:`Cluster` that runs commands in
+the guests (and raises :class:`GuestDied` when one dies meanwhile), is
+:mod:`hpcvirt.qemuguests`; both are imported from here as well.
 """
 
 from __future__ import annotations
@@ -48,37 +48,32 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
-import shlex
 import stat
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .netns import (GuardedTestbed, host_addresses, TestbedError, kill_pids, delete_netns,
                     list_netns, run, validate_tag)
 from .atomic import write_json
+from .qemuguests import SSH_CONNECT_TIMEOUT_S, Cluster, GuestDied, tail
 from . import link, paths
+
+# with the running guests' handle and its error (hpcvirt.qemuguests), which callers import from here
+__all__ = ["QEMU", "DEFAULT_SUBNET", "GUEST_ROOT", "BootTimeout", "Cluster", "GuestDied", "QemuCluster", "build_script",
+           "ensure_guest_image", "KEY_FILES", "keep_keys_private", "names", "guest_addresses", "guest_mac",
+           "kernel_cmdline", "qemu_argv", "tail", "probe_kvm_cached", "probe_kvm", "cleanup"]
 
 QEMU = "qemu-system-x86_64"
 DEFAULT_SUBNET = "198.18.1.0/24"
 #: Where the guest image holds the pinned suites and the repository's files that ranks read
 #: (workflow/scripts/build-guest-image.sh); commands in the guests run from here.
 GUEST_ROOT = "/opt/hpcvirt"
-SSH_CONNECT_TIMEOUT_S = 3
-#: The longest path of a Unix socket (sun_path's 108 bytes, less the terminating NUL).
-MAX_SOCKET_PATH = 107
 
 
 class BootTimeout(TestbedError):
     """A guest did not answer ssh in time."""
-
-
-class GuestDied(TestbedError):
-    """A guest's qemu process exited while the cluster was in use."""
 
 
 # ----------------------------------------------------------------- paths
@@ -180,14 +175,6 @@ def qemu_argv(*, accel: str, vcpus: int, memory_mb: int, kernel: Path, initrd: P
     ]
 
 
-def tail(path: Path, lines: int = 25) -> str:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return "(no serial log)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
 # ----------------------------------------------------------------- accel probe
 _PROBE_CACHE: dict[str, tuple[bool, str]] = {}
 
@@ -282,153 +269,6 @@ def cleanup(tag: str) -> list[str]:
             with contextlib.suppress(OSError):
                 f.unlink()
     return removed
-
-
-# ----------------------------------------------------------------- cluster
-@dataclass
-class Cluster:
-    """What ``with QemuCluster(...) as c`` yields."""
-
-    kind: str
-    tag: str
-    guests: list[str]             # guest host names (g0, g1, ...), known inside the guests
-    addresses: list[str]
-    subnet: str
-    accel: str                    # "kvm" or "tcg": the accelerator actually used
-    ns: str
-    key: Path
-    known_hosts: Path
-    run_dir: Path
-    serial_logs: list[Path]
-    procs: list[subprocess.Popen] = field(repr=False, default_factory=list)
-    info: dict = field(default_factory=dict)
-    # where each guest's ssh master connection listens (None: every command makes its own connection)
-    control_path: str | None = None
-
-    def _index(self, g: int | str) -> int:
-        if isinstance(g, int):
-            return g
-        if g in self.guests:
-            return self.guests.index(g)
-        if g in self.addresses:
-            return self.addresses.index(g)
-        raise KeyError(f"unknown guest {g!r}; guests are {self.guests}")
-
-    def exec_prefix(self, g: int | str) -> list[str]:
-        """argv prefix running a command in guest ``g`` (ssh from the
-        namespace).  ssh joins the remaining arguments with spaces and hands
-        them to the guest's shell: quote with :func:`shlex.join`."""
-        i = self._index(g)
-        return ["ip", "netns", "exec", self.ns, "ssh", "-i", str(self.key),
-                "-o", f"UserKnownHostsFile={self.known_hosts}",
-                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-                "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}", "-o", "LogLevel=ERROR",
-                "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-                # OpenSSH 9's default post-quantum exchange costs the emulated sshd about a second
-                "-o", "KexAlgorithms=curve25519-sha256",
-                # the guest's master connection if it has one (start_masters), else a connection of its own
-                *(["-o", "ControlMaster=no", "-o", f"ControlPath={self.control_path}"] if self.control_path else []),
-                f"root@{self.addresses[i]}"]
-
-    def start_masters(self, timeout: float = 60) -> list[str]:
-        """Open one ssh master connection per guest (in the namespace, in the
-        background), which every later command shares: under TCG a new
-        connection costs the emulated sshd a key exchange and an
-        authentication, about 1.5 s.  A guest whose master does not start is
-        reached as before, one connection per command; returns their names.
-        The masters end with the namespace (teardown kills what runs in it)."""
-        path = self.run_dir / "mux-%h"
-        # %h: an IPv4 address, up to 15 characters; ssh makes the socket under a name 17 characters longer
-        if len(str(path)) - 2 + 15 + 17 > MAX_SOCKET_PATH:
-            return list(self.guests)
-        self.control_path = str(path)
-        failed = []
-        for i, g in enumerate(self.guests):
-            argv = self.exec_prefix(i)
-            argv[argv.index("ControlMaster=no")] = "ControlMaster=yes"
-            # -f: to the background once authenticated; its standard streams must not be ours (a master
-            # keeps standard error open, and a caller reading it to its end would wait for the master)
-            cp = subprocess.run([*argv[:-1], "-o", "ControlPersist=yes", "-N", "-f", argv[-1]],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                timeout=timeout, check=False)
-            if cp.returncode != 0:
-                failed.append(g)
-        return failed
-
-    def argv(self, g: int | str, cmd: Sequence[str] | str) -> list[str]:
-        remote = cmd if isinstance(cmd, str) else shlex.join(cmd)
-        return self.exec_prefix(g) + [remote]
-
-    def steer_nic_irqs(self, timeout: float = 60) -> dict[str, int]:
-        """Deliver each guest's NIC interrupts (virtio-net's input and output
-        queues) to vCPU 0, where a guest's first rank runs when the testbed
-        binds its ranks (``vm.bind_ranks``: hpcvirt.testbeds.RANK_BIND_INLINE),
-        as an HPC guest is set up.  The guest's driver spreads them over the
-        vCPUs; a packet for a rank then wakes an idle vCPU first, which under
-        TCG on a busy host waits for a host core: 8-byte NetPIPE latency
-        between the guests was 4.8 ms without steering and binding, 0.38 ms
-        with both (one run each).  Returns how many interrupts were steered
-        per guest."""
-        cmd = ("n=0; for i in $(awk -F: '/virtio[0-9]+-(input|output)\\./ { print $1 }' /proc/interrupts); do "
-               "echo 1 > /proc/irq/$i/smp_affinity && n=$((n+1)); done; echo $n")
-        out = {}
-        for i, g in enumerate(self.guests):
-            cp = self.run(i, cmd, timeout=timeout, check=False)
-            out[g] = int(cp.stdout.split()[-1]) if cp.returncode == 0 and cp.stdout.split() else 0
-        return out
-
-    def kill_strays(self, names: Sequence[str], timeout: float = 30) -> None:
-        """Kill, in every guest, the processes of these names (exact names,
-        validated: what a run killed at its time limit may have left, since
-        killing the ssh client does not end the command in the guest)."""
-        names = [n[:15] for n in names]       # the kernel's process name is cut at 15 characters
-        bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9._+-]{1,15}", n)]
-        if bad:
-            raise ValueError(f"not process names: {bad}")
-        cmd = "; ".join(f"pkill -KILL -x {shlex.quote(n)}" for n in names) + "; true"
-        for g in self.guests:
-            self.run(g, cmd, timeout=timeout)
-
-    def check_alive(self) -> None:
-        for i, p in enumerate(self.procs):
-            rc = p.poll()
-            if rc is not None:
-                raise GuestDied(
-                    f"guest {self.guests[i]} ({self.addresses[i]}, qemu pid {p.pid}) exited "
-                    f"with status {rc}; serial log {self.serial_logs[i]} ends with:\n"
-                    f"{tail(self.serial_logs[i])}")
-
-    def run(self, g: int | str, cmd: Sequence[str] | str, timeout: float,
-            check: bool = True, poll_s: float = 0.5) -> subprocess.CompletedProcess:
-        """Run ``cmd`` in guest ``g``; stop it and raise :class:`GuestDied`
-        as soon as any guest's qemu exits, :class:`TestbedError` on timeout
-        or (``check``) non-zero exit."""
-        argv = self.argv(g, cmd)
-        self.check_alive()
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                try:
-                    out, err = p.communicate(timeout=poll_s)
-                    break
-                except subprocess.TimeoutExpired:
-                    self.check_alive()
-                    if time.monotonic() > deadline:
-                        raise TestbedError(
-                            f"command in guest {self.guests[self._index(g)]} timed out "
-                            f"after {timeout} s: {argv[-1]}") from None
-        finally:
-            if p.poll() is None:
-                p.kill()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.communicate(timeout=5)
-        cp = subprocess.CompletedProcess(argv, p.returncode, out, err)
-        if check and cp.returncode != 0:
-            self.check_alive()        # a dead guest explains the failure better
-            raise TestbedError(f"command in guest {self.guests[self._index(g)]} failed "
-                               f"({cp.returncode}): {argv[-1]}\n{(err or out).strip()[-2000:]}")
-        return cp
 
 
 class QemuCluster(GuardedTestbed):
