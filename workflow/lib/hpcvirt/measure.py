@@ -16,6 +16,8 @@ second hard link, ``.rep-N.out.kept`` (the round's journal).  The workflow
 manager removes the outputs of an interrupted job before running it again;
 the rerun links the kept files back (the same files, untouched) and measures
 only the rest.  The journal is dropped when the round ends without error.
+These hidden files beside a raw output are made, read and removed by
+:mod:`hpcvirt.rawfiles`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .config import testbed_hash
 from .execute import execute, succeeded
 from .link import UNDERLAY, label as link_label
 from .matrix import Configuration
+from .rawfiles import RANKS_SUFFIX, clear_partials, drop_kept, keep, kept, new_partial, read_rank_hosts, restore_kept
 from .sources import SourceError
 from .runtime import APPTAINER_KINDS
 from .stack import runtime_provenance
@@ -295,8 +298,7 @@ def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, pr
     ctx["testbed_hash"] = testbed_hash(tb)
     digest = provenance.config_hash(study, tb)
     clear_partials(raw_out_p)
-    fd, tmp_out = tempfile.mkstemp(prefix=f".{raw_out_p.name}.", suffix=".partial", dir=raw_out_p.parent)
-    os.close(fd)
+    tmp_out = new_partial(raw_out_p)
     # where each rank ran: the ranks' wrapper writes one file per rank here (beside the raw
     # output, on the file system a job's nodes share); MPI launches only
     rank_dir = Path(tmp_out + RANKS_SUFFIX) if launch.mpi not in ("", "none") else None
@@ -364,7 +366,7 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
     for c, raw, prov in items:
         # a journal link is left only by an attempt of this round that did not end
         # (whether or not the workflow manager removed the output it had finished)
-        interrupted = _kept(raw).exists() and _kept(prov).exists()
+        interrupted = kept(raw, prov)
         if restore_kept(raw, prov):
             why = "finished by an earlier, interrupted attempt of this round" if interrupted else \
                 "measured before, in this round of a campaign the study has grown since"
@@ -431,73 +433,3 @@ def job_log(path: str, what: str):
             raise SystemExit(1) from None
         finally:
             sys.stderr = terminal
-
-
-def clear_partials(raw: Path) -> list[Path]:
-    """Remove what runs of this measurement left when they were killed
-    before they could clean up (``.rep-N.out.*.partial``: never parsed, never
-    a raw output, and its ``.partial.ranks`` directory), saying so; return
-    what was removed."""
-    stale = sorted(raw.parent.glob(f".{raw.name}.*.partial"))
-    for p in stale:
-        print(f"removed {p}: the partial output of an earlier run that was interrupted", file=sys.stderr)
-        p.unlink(missing_ok=True)
-    for d in sorted(raw.parent.glob(f".{raw.name}.*.partial{RANKS_SUFFIX}")):
-        shutil.rmtree(d, ignore_errors=True)
-        stale.append(d)
-    return stale
-
-
-#: The directory beside a run's partial output where its ranks record their hosts.
-RANKS_SUFFIX = ".ranks"
-
-
-def read_rank_hosts(directory: Path, ranks: int) -> str | None:
-    """The host of every rank in rank order, comma-separated (the tidy
-    column ``rank_hosts``), from the files the ranks' wrapper
-    (``workflow/scripts/rank0-stdout``) wrote: ``<directory>/<rank>`` holds
-    the rank's host.  A rank without a file shows as ``?``; None when no rank
-    wrote one (ranks the wrapper does not reach, e.g. in guests, which do not
-    share this file system)."""
-    hosts = {}
-    for f in directory.iterdir():
-        if f.name.isdigit() and int(f.name) < ranks:
-            hosts[int(f.name)] = f.read_text().strip() or "?"
-    if not hosts:
-        return None
-    return ",".join(hosts.get(r, "?") for r in range(ranks))
-
-
-def _kept(path: str) -> Path:
-    p = Path(path)
-    return p.with_name(f".{p.name}.kept")
-
-
-def keep(raw: str, prov: str) -> None:
-    """Journal a finished measurement of a round (a second hard link of its
-    raw output and provenance), so an interrupted round keeps it."""
-    for path in (prov, raw):
-        k = _kept(path)
-        k.unlink(missing_ok=True)
-        os.link(path, k)
-
-
-def restore_kept(raw: str, prov: str) -> bool:
-    """True if the measurement is already complete: its raw output is at
-    its path, or its journal links are there and are linked back (the same
-    files: nothing is copied or rewritten)."""
-    if Path(raw).exists() and Path(prov).exists():
-        return True
-    kraw, kprov = _kept(raw), _kept(prov)
-    if not (kraw.exists() and kprov.exists()):
-        return False
-    for path, kept in ((raw, kraw), (prov, kprov)):
-        if not Path(path).exists():
-            os.link(kept, path)
-    return True
-
-
-def drop_kept(items) -> None:
-    for _, raw, prov in items:
-        for path in (raw, prov):
-            _kept(path).unlink(missing_ok=True)

@@ -1,0 +1,97 @@
+"""The hidden files beside a raw output (``<dir>/.rep-N.out...``), which
+are never raw outputs themselves: a run's partial output
+(``.rep-N.out.<random>.partial``, published at the raw path only when the run
+succeeded), the directory where its ranks record their hosts (the partial's
+name + ``.ranks``), and a round's journal links (``.rep-N.out.kept`` beside
+the raw output and its provenance: :func:`hpcvirt.measure.run_round`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+
+def new_partial(raw: Path) -> str:
+    """A new, empty partial output for a run of ``raw``, beside it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{raw.name}.", suffix=".partial", dir=raw.parent)
+    os.close(fd)
+    return tmp
+
+
+def clear_partials(raw: Path) -> list[Path]:
+    """Remove what runs of this measurement left when they were killed
+    before they could clean up (``.rep-N.out.*.partial``: never parsed, never
+    a raw output, and its ``.partial.ranks`` directory), saying so; return
+    what was removed."""
+    stale = sorted(raw.parent.glob(f".{raw.name}.*.partial"))
+    for p in stale:
+        print(f"removed {p}: the partial output of an earlier run that was interrupted", file=sys.stderr)
+        p.unlink(missing_ok=True)
+    for d in sorted(raw.parent.glob(f".{raw.name}.*.partial{RANKS_SUFFIX}")):
+        shutil.rmtree(d, ignore_errors=True)
+        stale.append(d)
+    return stale
+
+
+#: The directory beside a run's partial output where its ranks record their hosts.
+RANKS_SUFFIX = ".ranks"
+
+
+def read_rank_hosts(directory: Path, ranks: int) -> str | None:
+    """The host of every rank in rank order, comma-separated (the tidy
+    column ``rank_hosts``), from the files the ranks' wrapper
+    (``workflow/scripts/rank0-stdout``) wrote: ``<directory>/<rank>`` holds
+    the rank's host.  A rank without a file shows as ``?``; None when no rank
+    wrote one (ranks the wrapper does not reach, e.g. in guests, which do not
+    share this file system)."""
+    hosts = {}
+    for f in directory.iterdir():
+        if f.name.isdigit() and int(f.name) < ranks:
+            hosts[int(f.name)] = f.read_text().strip() or "?"
+    if not hosts:
+        return None
+    return ",".join(hosts.get(r, "?") for r in range(ranks))
+
+
+def _kept(path: str) -> Path:
+    p = Path(path)
+    return p.with_name(f".{p.name}.kept")
+
+
+def kept(raw: str, prov: str) -> bool:
+    """True if a measurement's journal links are there (left only by an
+    attempt of its round that did not end)."""
+    return _kept(raw).exists() and _kept(prov).exists()
+
+
+def keep(raw: str, prov: str) -> None:
+    """Journal a finished measurement of a round (a second hard link of its
+    raw output and provenance), so an interrupted round keeps it."""
+    for path in (prov, raw):
+        k = _kept(path)
+        k.unlink(missing_ok=True)
+        os.link(path, k)
+
+
+def restore_kept(raw: str, prov: str) -> bool:
+    """True if the measurement is already complete: its raw output is at
+    its path, or its journal links are there and are linked back (the same
+    files: nothing is copied or rewritten)."""
+    if Path(raw).exists() and Path(prov).exists():
+        return True
+    kraw, kprov = _kept(raw), _kept(prov)
+    if not (kraw.exists() and kprov.exists()):
+        return False
+    for path, kept in ((raw, kraw), (prov, kprov)):
+        if not Path(path).exists():
+            os.link(kept, path)
+    return True
+
+
+def drop_kept(items) -> None:
+    for _, raw, prov in items:
+        for path in (raw, prov):
+            _kept(path).unlink(missing_ok=True)
