@@ -50,7 +50,6 @@ INPUT = "workflow/inputs/lammps/in.lj"
 MAX_DRIFT = 0.01
 ERRORS = error_re(r"^ERROR(?: on proc \d+)?:", r"Lost atoms")
 VERSION_RE = re.compile(r"^LAMMPS \(([^)]+)\)", re.M)
-ATOMS_RE = re.compile(r"^Created (\d+) atoms", re.M)
 HEADER_RE = re.compile(r"^\s*Step\s+Temp\s+PotEng\s+KinEng\s+TotEng\s+Press\s*$", re.M)
 LOOP_RE = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms", re.M)
 PERF_RE = re.compile(r"^Performance: ([0-9.eE+-]+) tau/day", re.M)
