@@ -36,23 +36,43 @@ def test_every_declared_number_is_cited_by_the_text_and_grep_finds_its_declarati
         assert f"macro: {n.macro}\n" in DECLARED.read_text()
 
 
-def test_the_archive_has_every_declared_number_and_the_overheads_table_agrees():
-    """The text's paired overheads are the overheads table's pairs: the same rounds, the same values."""
-    tidy = archive_tidy()
-    latency_bytes = STUDY["paper"]["latency_bytes"]
-    got = _macros(numbers.tex(tidy, numbers.load(DECLARED), latency_bytes=latency_bytes))
-    assert {f"{n.macro}{s}" for n in numbers.load(DECLARED) for s in ("", "Lo", "Hi")} == set(got)
-    table = {}
+def _table_values(tidy: pd.DataFrame, latency_bytes: int) -> dict[tuple, dict]:
+    """What the paper's tables print for the same quantities (their own code): the overheads table's
+    pairs, the NPB table's Mop/s and its time ratios to the native testbed."""
+    from hpcvirt.analysis import npb_ratios, npb_summary, summarize_tidy
+
+    out = {}
     for _, subject, reference in comparisons(tidy):
         res = paired_overhead(tidy, subject, reference, latency_bytes=latency_bytes) or {}
-        for key, what in (("lat_diff", "Lat"), ("bw_ratio", "Bw")):
+        for key, kind in (("lat_diff", "difference"), ("bw_ratio", "ratio")):
             if key in res:
-                table[(what, subject["testbed"], subject["benchmark"], subject["mpi"], subject["interconnect"])] = res[key]
+                out[(kind, subject["testbed"], subject["benchmark"], subject["mpi"])] = res[key]
+    for _, r in npb_summary(summarize_tidy(tidy)).iterrows():
+        out[("value", r["testbed"], r["benchmark"], r["mpi"], r["klass"], int(r["ranks"]))] = \
+            dict(median=r["mops"], ci_low=r["mops_lo"], ci_high=r["mops_hi"])
+    for _, r in npb_ratios(tidy).iterrows():
+        if r["reference"] == "local":
+            out[("ratio", r["testbed"], f"npb-{r['kernel'].lower()}", r["mpi"], r["klass"], int(r["ranks"]))] = \
+                dict(median=r["ratio"], ci_low=r["ratio_lo"], ci_high=r["ratio_hi"])
+    return out
+
+
+def test_the_archive_has_every_declared_number_and_the_tables_print_the_same():
+    """A number the text cites and the same quantity in a table of the paper are one value."""
     from hpcvirt.labels import fmt
-    for n in numbers.load(DECLARED):
-        subj = n.selectors[0]
-        what = "Lat" if n.kind == "difference" else "Bw"
-        ref = table[(what, subj["testbed"], subj["benchmark"], subj.get("mpi", "none"), subj["interconnect"])]
+
+    tidy = archive_tidy()
+    latency_bytes = STUDY["paper"]["latency_bytes"]
+    declared = numbers.load(DECLARED)
+    got = _macros(numbers.tex(tidy, declared, latency_bytes=latency_bytes))
+    assert {f"{n.macro}{s}" for n in declared for s in ("", "Lo", "Hi")} == set(got)
+    tables = _table_values(tidy, latency_bytes)
+    for n in declared:
+        s = n.selectors[0]
+        key = (n.kind, s["testbed"], s["benchmark"], s.get("mpi", "none"))
+        if str(s["benchmark"]).startswith("npb-"):
+            key += (s["variant"], s["ranks"])
+        ref = tables[key]
         assert (got[n.macro], got[n.macro + "Lo"], got[n.macro + "Hi"]) == \
             (fmt(ref["median"]), fmt(ref["ci_low"]), fmt(ref["ci_high"])), n.macro
 

@@ -327,10 +327,9 @@ def _empty(what: str) -> str:
 def npb_tex(summary: pd.DataFrame, tidy: pd.DataFrame) -> tuple[str, str]:
     """(macros, table) of the NPB kernels at each testbed's largest rank
     count: Mop/s median [CI] and the time ratio to the native testbed (same
-    kernel, class, MPI and ranks, paired by round).  Macros
-    ``\\hvNpb<Kernel><Class><Testbed><Mpi><Ranks>`` (Mop/s; ranks in words,
-    e.g. ``\\hvNpbCgWLocalOpenmpiFour``) with Lo/Hi, and
-    ``\\hvNpbRatio...`` for the time ratios."""
+    kernel, class, MPI and ranks, paired by round).  Macros: the classes of
+    each testbed (``\\hvNpbClassesLocal``); the kernels' numbers the text
+    cites are declared in ``workflow/numbers.yaml``."""
     from .analysis import npb_ratios, npb_summary
 
     ns = npb_summary(summary)
@@ -341,13 +340,6 @@ def npb_tex(summary: pd.DataFrame, tidy: pd.DataFrame) -> tuple[str, str]:
     classes = {tb: ", ".join(sorted(set(g["klass"]))) for tb, g in ns.groupby("testbed")}
     for tb, cl in classes.items():
         macros.append(macro(f"hvNpbClasses{camel(tb)}", cl))
-    ranks_num = {0: "Zero", 1: "One", 2: "Two", 4: "Four", 8: "Eight", 16: "Sixteen"}
-    for _, r in ns.iterrows():
-        if r["ranks"] not in ranks_num:
-            continue
-        k = f"{camel(r['kernel'])}{r['klass']}{camel(r['testbed'])}{camel(r['mpi'])}{ranks_num[r['ranks']]}"
-        macros += [macro(f"hvNpb{k}", fmt(r["mops"])), macro(f"hvNpb{k}Lo", fmt(r["mops_lo"])),
-                   macro(f"hvNpb{k}Hi", fmt(r["mops_hi"]))]
     top = ns[ns["ranks"] == ns.groupby("testbed")["ranks"].transform("max")]
     for _, r in top.iterrows():
         ratio = "--"
@@ -358,10 +350,6 @@ def npb_tex(summary: pd.DataFrame, tidy: pd.DataFrame) -> tuple[str, str]:
             if len(m):
                 o = m.iloc[0]
                 ratio = f"{fmt_ci(o['ratio'], o['ratio_lo'], o['ratio_hi'])} vs {latex_escape(o['reference'])}"
-                if r["ranks"] in ranks_num:
-                    k = f"{camel(r['kernel'])}{r['klass']}{camel(r['testbed'])}{camel(r['mpi'])}{ranks_num[r['ranks']]}"
-                    macros += [macro(f"hvNpbRatio{k}", fmt(o["ratio"])), macro(f"hvNpbRatio{k}Lo", fmt(o["ratio_lo"])),
-                               macro(f"hvNpbRatio{k}Hi", fmt(o["ratio_hi"]))]
         time = fmt_ci(r["time"], r["time_lo"], r["time_hi"]) if pd.notna(r.get("time")) else "$<$0.005"
         rows.append(f"{r['kernel']} & {r['klass']} & {latex_escape(testbed_label(r['testbed'], r['virtualization']))} & "
                     f"{int(r['ranks'])} & {fmt_ci(r['mops'], r['mops_lo'], r['mops_hi'])} & {time} & {ratio} & "
