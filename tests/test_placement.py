@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt import matrix
+from hpcvirt import matrix, numbers
 from hpcvirt.testbeds import launch
 from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy
 from hpcvirt.config import load_study
@@ -131,6 +131,8 @@ def test_summary_and_macros():
     ps = placement_summary(summary)
     assert list(ps.loc[ps.testbed == "bridge", "placement"]) == ["intra-node", "mixed", "inter-node"]
     macros, table = placement_tex(summary, tidy)
+    # the shares, steps and ratios the text cites are declared (workflow/numbers.yaml)
+    macros += numbers.tex(tidy, numbers.load(ROOT / "workflow/numbers.yaml"), latency_bytes=8)
     for line in ("\\hvPlaceShareBridgeOpenmpiMixed}{33.3}", "\\hvPlaceStepVmOpenmpiInterNode}{8000}",
                  "\\hvPlaceRatioVmOpenmpiInterNodeVsBridge}{40.0}", "\\hvPlaceRatioVmOpenmpiMixedVsBridge}{20.0}",
                  "\\hvPlaceCommPctVmOpenmpiMixed}{50}", "\\hvPlaceRanks}{4}", "\\hvPlaceHalo}{8\\,KiB}"):

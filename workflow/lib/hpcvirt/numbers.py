@@ -9,6 +9,7 @@ claims (:mod:`hpcvirt.query`)::
       ratio: [{...}, {...}]                              # per round: subject / reference
     - macro: hvSomething
       value: {...}                                       # per round: the value
+      scale: 100                                         # optional: times this (e.g. a share in %)
 
 A selector's ``at`` may be ``latency_bytes``, the paper's message size
 (config key ``paper.latency_bytes``).  Each declaration whose rows the
@@ -46,6 +47,7 @@ class Number:
     macro: str
     kind: str                 # value, ratio or difference
     selectors: tuple          # one (value) or two (subject, reference)
+    scale: float = 1.0        # the quantity times this (e.g. 100: a share in %)
 
 
 def load(path: str | Path | None = None) -> list[Number]:
@@ -62,8 +64,8 @@ def load(path: str | Path | None = None) -> list[Number]:
             raise NumbersError(f"{where}: macro must be a macro name, hv and letters (e.g. hvOvhLatVmOpenmpiNet)")
         where = f"{where} {d['macro']}"
         kinds = [k for k in KINDS if k in d]
-        if len(kinds) != 1 or set(d) - {"macro", *KINDS}:
-            raise NumbersError(f"{where}: needs exactly one of {', '.join(KINDS)} and nothing else; has {sorted(d)}")
+        if len(kinds) != 1 or set(d) - {"macro", "scale", *KINDS}:
+            raise NumbersError(f"{where}: needs exactly one of {', '.join(KINDS)} (and scale); has {sorted(d)}")
         kind = kinds[0]
         sels = (d[kind],) if kind == "value" else d[kind]
         if kind != "value" and not (isinstance(sels, list) and len(sels) == 2):
@@ -72,10 +74,13 @@ def load(path: str | Path | None = None) -> list[Number]:
             error = selector_error(sel, SYMBOLS)
             if error:
                 raise NumbersError(f"{where}: {error}")
+        scale = d.get("scale", 1)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
+            raise NumbersError(f"{where}: scale must be a positive number, not {scale!r}")
         if d["macro"] in seen:
             raise NumbersError(f"{where}: declared twice")
         seen.add(d["macro"])
-        out.append(Number(d["macro"], kind, tuple(sels)))
+        out.append(Number(d["macro"], kind, tuple(sels), float(scale)))
     return out
 
 
@@ -101,7 +106,7 @@ def tex(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level:
         values = values[np.isfinite(values)]
         if not len(values):
             continue
-        ci = stats.median_ci(values, level)
+        ci = {k: v * n.scale for k, v in stats.median_ci(values, level).items() if k in ("median", "ci_low", "ci_high")}
         out += [macro(n.macro, fmt(ci["median"])), macro(f"{n.macro}Lo", fmt(ci["ci_low"])),
                 macro(f"{n.macro}Hi", fmt(ci["ci_high"]))]
     return "".join(out)
