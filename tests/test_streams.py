@@ -5,13 +5,17 @@ the tidy columns and the summary the figure and the macros read
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from hpcvirt import numbers
 from hpcvirt.analysis import streams_summary
 from hpcvirt.labels import datapath_label
 from hpcvirt.paper import streams_tex
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("virt,link,label", [
@@ -33,7 +37,8 @@ def test_datapath_labels(virt, link, label):
 def rows(testbed, virt, link, aggregate, streams=4):
     out = []
     for rep, total in enumerate(aggregate, start=1):
-        base = dict(testbed=testbed, virtualization=virt, link=link, benchmark="iperf3", interconnect="tcp", rep=rep)
+        base = dict(testbed=testbed, virtualization=virt, link=link, benchmark="iperf3", interconnect="tcp", rep=rep,
+                    run_id=f"c/{testbed}/iperf3/rep-{rep}")
         out.append(dict(base, metric="bandwidth", unit="MB/s", value=total, variant=f"{streams} streams"))
         out.append(dict(base, metric="retransmits", unit="count", value=float(rep), variant=f"{streams} streams"))
         out += [dict(base, metric="stream_bandwidth", unit="MB/s", value=total / streams, variant=f"stream {i + 1}")
@@ -58,6 +63,10 @@ def test_summary_order_units_and_macros():
     assert local["retransmits"] == 2.0 and local["n"] == 3
     macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{([^}]*)\}", streams_tex(tidy)))
     assert macros["hvStreamsCount"] == "4"
-    assert macros["hvStreamsBridge"] == "15.2" and macros["hvStreamsBridgeGbe"] == "0.896"
+    # the aggregate the text cites, declared (workflow/numbers.yaml): the summary's median
+    declared = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{([^}]*)\}",
+                               numbers.tex(tidy, numbers.load(ROOT / "workflow/numbers.yaml"), latency_bytes=8)))
+    assert declared["hvStreamsBridge"] == "15.2" and declared["hvStreamsLocal"] == "20.0"
+    assert (declared["hvStreamsLocalLo"], declared["hvStreamsLocalHi"]) == ("19.2", "20.8")
     assert macros["hvStreamsPathBridgeMacvlan"] == "direct (macvlan)"
     assert streams_tex(tidy[tidy["benchmark"] != "iperf3"]) == ""

@@ -22,17 +22,16 @@ with open(snakemake.log[0], "w") as log:
     latency_bytes = int(snakemake.params.latency_bytes)
     place_macros, place_table = placement_tex(summary, tidy)
     npb_macros, npb_table = npb_tex(summary, tidy)
-    agree_macros, agree_table = agreement_tex(tidy, latency_bytes=latency_bytes)
     write_text(
         snakemake.output.numbers,
         numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
                     quick_look=bool(snakemake.params.quick_look))
         + numbers.tex(tidy, numbers.load(snakemake.input.declared), latency_bytes=latency_bytes) + place_macros
-        + npb_macros + agree_macros + commprof_tex(summary) + streams_tex(tidy),
+        + npb_macros + commprof_tex(summary) + streams_tex(tidy),
     )
     write_text(snakemake.output.npb, npb_table)
     write_text(snakemake.output.apps, apps_tex(tidy))
-    write_text(snakemake.output.agreement, agree_table)
+    write_text(snakemake.output.agreement, agreement_tex(tidy, latency_bytes=latency_bytes))
     write_text(snakemake.output.overheads, overheads_tex(tidy, latency_bytes=latency_bytes))
     write_text(snakemake.output.placement, place_table)
     write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))

@@ -364,24 +364,19 @@ def npb_tex(summary: pd.DataFrame, tidy: pd.DataFrame) -> tuple[str, str]:
     return "".join(macros), table
 
 
-def agreement_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> tuple[str, str]:
-    """(macros, table) of the method check: IMB PingPong against NetPIPE on
-    the same path.  Macros ``\\hvAgreeLat<config>`` / ``\\hvAgreePeak<config>``
-    (IMB/NetPIPE ratio, paired by round) with Lo/Hi."""
+def agreement_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> str:
+    """The table of the method check: IMB PingPong against NetPIPE on the
+    same path (the ratios the text cites are declared in
+    ``workflow/numbers.yaml``)."""
     from .analysis import tool_agreement
 
     ag = tool_agreement(tidy, latency_bytes)
     if ag.empty:
-        return "", _empty("runs of both IMB and NetPIPE on one path")
-    macros, rows = [], []
+        return _empty("runs of both IMB and NetPIPE on one path")
+    rows = []
     for _, r in ag.iterrows():
-        k = config_key(pd.Series({**r.to_dict(), "benchmark": "imb"}))
         cells = []
-        for name, label in (("lat", "Lat"), ("peak", "Peak")):
-            if pd.notna(r.get(f"{name}_ratio")):
-                macros += [macro(f"hvAgree{label}{k}", fmt(r[f"{name}_ratio"])),
-                           macro(f"hvAgree{label}{k}Lo", fmt(r[f"{name}_ratio_lo"])),
-                           macro(f"hvAgree{label}{k}Hi", fmt(r[f"{name}_ratio_hi"]))]
+        for name in ("lat", "peak"):
             for tool in ("imb", "netpipe"):
                 v = r.get(f"{tool}_{name}")
                 cells.append(fmt_ci(v, r[f"{tool}_{name}_lo"], r[f"{tool}_{name}_hi"]) if pd.notna(v) else "--")
@@ -404,7 +399,7 @@ def agreement_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> tuple[str, s
         + "\n".join(rows)
         + "\n\\bottomrule\n\\end{tabular}}\n\\end{table}\n"
     )
-    return "".join(macros), table
+    return table
 
 
 # ------------------------------------------------------------------ parts
@@ -624,9 +619,9 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
 
 def streams_tex(tidy: pd.DataFrame) -> str:
     """Macros of the streams experiment (Nanos et al.'s network benchmark):
-    ``\\hvStreams<Testbed>`` (aggregate Gbit/s, median) with Lo/Hi,
-    ``\\hvStreamsCount`` (concurrent streams), ``\\hvStreamsRetrans<Testbed>``
-    (retransmissions, median) and ``\\hvStreamsPath<Testbed>`` (the data path)."""
+    ``\\hvStreamsCount`` (concurrent streams) and ``\\hvStreamsPath<Testbed>``
+    (the data path); the bandwidths and retransmissions the text cites are
+    declared in ``workflow/numbers.yaml``."""
     from .analysis import streams_summary
 
     s = streams_summary(tidy)
@@ -635,9 +630,7 @@ def streams_tex(tidy: pd.DataFrame) -> str:
     out = [macro("hvStreamsCount", str(int(s["streams"].max())))]
     for _, r in s.iterrows():
         k = camel(r["testbed"])
-        out += [macro(f"hvStreams{k}", fmt(r["gbits"])), macro(f"hvStreams{k}Lo", fmt(r["gbits_lo"])),
-                macro(f"hvStreams{k}Hi", fmt(r["gbits_hi"])), macro(f"hvStreamsRetrans{k}", fmt(r["retransmits"])),
-                macro(f"hvStreamsPath{k}", latex_escape(r["path"]))]
+        out.append(macro(f"hvStreamsPath{k}", latex_escape(r["path"])))
     return "".join(out)
 
 

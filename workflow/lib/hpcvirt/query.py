@@ -32,6 +32,8 @@ def select(tidy: pd.DataFrame, sel: dict) -> pd.DataFrame:
     of a study on each paper build."""
     keep = np.ones(len(tidy), dtype=bool)
     for k, v in sel.items():
+        if k != "at" and k not in tidy.columns:
+            return tidy.iloc[:0]                       # a table without the column has no such rows
         if k != "at":
             codes, index = _coded(tidy, k)
             keep &= codes == index.get(str(v), -1)
