@@ -1,6 +1,6 @@
 """The container section of the paper: paired ratios container / bare host
 from tidy rows (hpcvirt.analysis.container_ratios), its macros and table
-(hpcvirt.paper.containers_tex), and the archived companion campaign that
+(hpcvirt.companions.containers_tex), and the archived companion campaign that
 config/config.yaml names (paper.containers_campaign)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 
 from hpcvirt.analysis import bare_host_peaks, container_ratios
 from hpcvirt.labels import runtime_of
-from hpcvirt.paper import containers_tex
+from hpcvirt.companions import containers_tex
 
 ROOT = Path(__file__).resolve().parents[1]
 

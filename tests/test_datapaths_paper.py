@@ -1,5 +1,5 @@
 """Richter et al.'s Table 1 and the data paths' tables (hpcvirt.richter) from
-tidy rows, the paper's macros and tables (hpcvirt.paper.datapaths_tex), and
+tidy rows, the paper's macros and tables (hpcvirt.companions.datapaths_tex), and
 the committed campaigns its section reads (config key
 paper.datapaths_campaign: the archive itself, or a data-path companion)."""
 
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt.paper import datapaths_tex
+from hpcvirt.companions import datapaths_tex
 from hpcvirt.reference import load_reference
 from hpcvirt.richter import datapath_table, report_cells, richter_table
 

@@ -15,7 +15,7 @@ from hpcvirt.testbeds import launch
 from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy
 from hpcvirt.config import load_study
 from hpcvirt.netns import Testbed
-from hpcvirt.paper import placement_tex
+from hpcvirt.tables import placement_tex
 from hpcvirt.qemu import Cluster
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Nanos et al.'s streams per data path: the labels of the data paths from
 the tidy columns and the summary the figure and the macros read
-(hpcvirt.analysis.streams_summary, hpcvirt.paper.streams_tex)."""
+(hpcvirt.analysis.streams_summary, hpcvirt.paper.streams_tex and the declared hvStreams numbers)."""
 
 from __future__ import annotations
 

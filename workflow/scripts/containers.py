@@ -1,7 +1,7 @@
 """Snakemake adapter: the container-versus-bare-host campaign (the paper's
 companion campaign, config key paper.containers_campaign) as a tidy table of
 paired ratios and the paper's macros and table (hpcvirt.analysis.container_ratios,
-hpcvirt.paper.containers_tex)."""
+hpcvirt.companions.containers_tex)."""
 
 import json
 from pathlib import Path
@@ -10,7 +10,7 @@ import pandas as pd
 
 from hpcvirt.analysis import bare_host_peaks, container_ratios
 from hpcvirt.atomic import write_csv, write_text
-from hpcvirt.paper import containers_tex
+from hpcvirt.companions import containers_tex
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:

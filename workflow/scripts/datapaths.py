@@ -2,13 +2,13 @@
 paper.datapaths_campaign: the paper's companion campaign, or the campaign
 `make` measured) as Richter et al.'s Table 1 beside ours
 and a table of what each data path costs (hpcvirt.richter), and the paper's
-macros and tables (hpcvirt.paper.datapaths_tex)."""
+macros and tables (hpcvirt.companions.datapaths_tex)."""
 
 import pandas as pd
 import yaml
 
 from hpcvirt.atomic import write_csv, write_text
-from hpcvirt.paper import datapaths_tex
+from hpcvirt.companions import datapaths_tex
 from hpcvirt.reference import load_reference
 from hpcvirt.richter import datapath_table, richter_table
 

@@ -6,8 +6,8 @@ import pandas as pd
 
 from hpcvirt import numbers
 from hpcvirt.atomic import write_text
-from hpcvirt.paper import (agreement_tex, apps_tex, commprof_tex, npb_tex, numbers_tex, overheads_tex, placement_tex,
-                           results_table_tex, streams_tex)
+from hpcvirt.paper import commprof_tex, numbers_tex, streams_tex
+from hpcvirt.tables import agreement_tex, apps_tex, npb_tex, overheads_tex, placement_tex, results_table_tex
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:

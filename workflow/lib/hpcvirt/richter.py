@@ -20,7 +20,7 @@ discarded.  Here:
   reproduction map (``data/reference/reproduction.yaml``) gives.
 
 The table is a data frame (:func:`richter_table`); the paper's LaTeX comes
-from :func:`hpcvirt.paper.datapaths_tex`.
+from :func:`hpcvirt.companions.datapaths_tex`.
 """
 
 from __future__ import annotations
