@@ -122,3 +122,18 @@ def test_a_bad_declaration_is_refused_naming_file_and_macro(tmp_path, edit, need
     with pytest.raises(numbers.NumbersError) as exc:
         numbers.load(bad)
     assert str(bad) in str(exc.value) and needle in str(exc.value)
+
+
+def test_a_selector_that_picks_two_configurations_is_refused_or_reported():
+    """Another study's campaign may hold two configurations a declaration's selector matches (here a
+    second NetPIPE build on this host): no number is picked silently."""
+    tidy = archive_tidy()
+    ping = tidy[(tidy["testbed"] == "local") & (tidy["benchmark"] == "netpipe")].copy()
+    ping["run_id"] = ping["run_id"].str.replace("/netpipe/", "/netpipe-other-build/", regex=False)
+    twice = pd.concat([tidy, ping], ignore_index=True)
+    with pytest.raises(numbers.NumbersError, match="hvOvhLatLocalOpenmpiTcp: selector .* matches 2 configurations"):
+        numbers.tex(twice, numbers.load(DECLARED), latency_bytes=8)
+    reported = []
+    got = _macros(numbers.tex(twice, numbers.load(DECLARED), latency_bytes=8, ambiguous=reported.append))
+    assert "hvOvhLatLocalOpenmpiTcp" not in got and "hvNpbRatioCgWBridgeOpenmpiFour" in got
+    assert any("hvOvhLatLocalOpenmpiTcp" in m for m in reported)

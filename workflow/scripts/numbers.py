@@ -26,7 +26,8 @@ with open(snakemake.log[0], "w") as log:
         snakemake.output.numbers,
         numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
                     quick_look=bool(snakemake.params.quick_look))
-        + numbers.tex(tidy, numbers.load(snakemake.input.declared), latency_bytes=latency_bytes) + place_macros
+        + numbers.tex(tidy, numbers.load(snakemake.input.declared), latency_bytes=latency_bytes,
+                      ambiguous=lambda msg: print(f"not written: {msg}", file=log)) + place_macros
         + npb_macros + commprof_tex(summary) + streams_tex(tidy),
     )
     write_text(snakemake.output.npb, npb_table)

@@ -94,15 +94,23 @@ def per_round_values(tidy: pd.DataFrame, number: Number, *, latency_bytes: int) 
     return (num[both] - ref[both]) if number.kind == "difference" else (num[both] / ref[both])
 
 
-def tex(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level: float = 0.95) -> str:
-    """``\\<macro>``, ``Lo`` and ``Hi`` of every declaration the campaign has rows for."""
+def tex(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level: float = 0.95,
+        ambiguous=None) -> str:
+    """``\\<macro>``, ``Lo`` and ``Hi`` of every declaration the campaign has rows for.  A declaration
+    whose selector picks several configurations of this campaign (another study's testbeds or
+    variants) raises :class:`NumbersError`, or with ``ambiguous`` (a callable taking the message)
+    is reported there and writes nothing, like a number the campaign lacks."""
     tidy = normalize_units(tidy)
     out = []
     for n in numbers:
         try:
             values = per_round_values(tidy, n, latency_bytes=latency_bytes).to_numpy(dtype=float)
         except QueryError as exc:
-            raise NumbersError(f"workflow/numbers.yaml {n.macro}: {exc}") from None
+            msg = f"workflow/numbers.yaml {n.macro}: {exc}"
+            if ambiguous is None:
+                raise NumbersError(msg) from None
+            ambiguous(msg)
+            continue
         values = values[np.isfinite(values)]
         if not len(values):
             continue
