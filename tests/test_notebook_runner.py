@@ -38,7 +38,7 @@ for name in ("draws", "fails"):
         input: table="table.csv", notebook=f"notebooks/{{name}}.ipynb"
         output: pdf=f"figures/{{name}}.pdf"
         log: notebook=f"logs/{{name}}.ipynb"
-        params: notebook=name, what="the test"
+        params: what="the test"
         script: "{ROOT}/workflow/scripts/notebook.py"
 """)
     return tmp_path

@@ -341,15 +341,14 @@ def figure_inputs(fig):
 
 
 def figure_params(fig):
-    """What the notebook gets besides its tables; ``what`` is its report
-    caption, ``notebook`` names it (notebooks/<notebook>.ipynb)."""
+    """What the notebook gets besides its tables (its input ``notebook``);
+    ``what`` is its report caption."""
     values = {
         "latency_bytes": STUDY["paper"]["latency_bytes"],
         "campaign": FIGURE_CAMPAIGN[fig.campaign],
     }
     return {
         "what": fig.what,
-        "notebook": fig.notebook,
         **{p: values[p] for p in fig.params},
     }
 

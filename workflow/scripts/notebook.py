@@ -43,8 +43,7 @@ def _run(source, namespace, name):
 
 
 def main():
-    notebook = snakemake.params.notebook
-    path = os.path.join("notebooks", f"{notebook}.ipynb")
+    path = str(snakemake.input.notebook)
     nb, cells = _cells(path)
     job = {
         "input": {k: str(v) for k, v in snakemake.input.items()},

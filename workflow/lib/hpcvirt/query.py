@@ -32,11 +32,12 @@ def select(tidy: pd.DataFrame, sel: dict) -> pd.DataFrame:
     of a study on each paper build."""
     keep = np.ones(len(tidy), dtype=bool)
     for k, v in sel.items():
-        if k != "at" and k not in tidy.columns:
+        if k == "at":
+            continue
+        if k not in tidy.columns:
             return tidy.iloc[:0]                       # a table without the column has no such rows
-        if k != "at":
-            codes, index = _coded(tidy, k)
-            keep &= codes == index.get(str(v), -1)
+        codes, index = _coded(tidy, k)
+        keep &= codes == index.get(str(v), -1)
     return tidy.iloc[np.flatnonzero(keep)]
 
 
@@ -59,7 +60,6 @@ def _coded(tidy: pd.DataFrame, column: str) -> tuple[np.ndarray, dict[str, int]]
         index = {u: i for i, u in enumerate(uniques)}
         _CODED[key][column] = (values, codes, index)  # the source kept: its memory is not reused while cached
     return codes, index
-
 
 
 def selector_error(sel, symbols: tuple[str, ...] = ()) -> str | None:
@@ -95,6 +95,7 @@ def bind(sel: dict, **sizes: int) -> dict:
         return {"ratio": [bind(x, **sizes) for x in sel["ratio"]]}
     at = sel.get("at")
     return {**sel, "at": sizes[at]} if isinstance(at, str) and at in sizes else dict(sel)
+
 
 def leaves(sels) -> list[dict]:
     """The plain selectors of a list of selectors, ratios taken apart."""
