@@ -388,6 +388,11 @@ def test_tiny_study_end_to_end(tmp_path):
         appv = pd.read_csv(res / "vm/tidy.csv").query(f"benchmark == '{bench}' and metric == '{metric}'")
         assert appv[["ranks", "nodes"]].values.tolist() == [[2, 2]] and appv["verified"].all(), bench
         assert set(appv["variant"]).isdisjoint(app["variant"]), bench    # not the host's input
+    # the applications' outputs name no path of this machine (MILC runs beside its rational-function
+    # file, pw.x in its run directory; OpenFOAM still prints its case directory)
+    for out in [*res.parent.parent.joinpath("raw", campaign).rglob("milc/*/rep-*.out"),
+                *res.parent.parent.joinpath("raw", campaign).rglob("qe/*/rep-*.out")]:
+        assert str(work) not in out.read_text(errors="replace"), out
     # OpenFOAM's damBreak (the tutorial's mesh, 0.1 s): 1 and 2 ranks on this host, 2 ranks on the two
     # namespaces, and 1 and 2 ranks in one guest (Richter et al.'s set-ups 2a/2b)
     of = tidy[(tidy["benchmark"] == "openfoam-dambreak") & (tidy["metric"] == "wall_time")]
