@@ -47,7 +47,7 @@ deps-all:
 	@workflow/scripts/install-deps.sh $(FEATURES)
 
 paper: deps-study
-	@echo "hpcvirt: building the pinned suites the study runs (NPB, IMB, OSU; cached after the first time)"
+	@echo "hpcvirt: building the pinned suites the study runs (NPB, IMB, OSU, MILC) with the pinned Spack from spack-envs/laptop/spack.lock, offline (installed once per machine)"
 	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
 	@echo "hpcvirt: measuring campaign $(CAMPAIGN) (raw outputs in data/raw/$(CAMPAIGN)/)"
 	snakemake $(PROFILE) --config campaign=$(CAMPAIGN) 'paper={"datapaths_campaign": "$(CAMPAIGN)"}' $(SUBSET)

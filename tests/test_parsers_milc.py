@@ -131,8 +131,8 @@ def test_the_declaration():
     # an input without references is refused before any job runs
     assert "no reference values for (lattice, steps) [('8x8x8x8', 2)]" in BENCHMARK.check(
         {**exp, "steps": 12, "inputs": [{"steps": 2}]})
-    assert build.BINARY_DIRS["milc"] == "bin/su3_rhmd_hisq" and "milc" in build.BUILDERS
-    assert build.RECIPES["milc"].source == "MILC"
+    assert build.BINARY_DIRS["milc"] == "bin/su3_rhmd_hisq"
+    assert build.RECIPES["milc"].source == "MILC" and build.RECIPES["milc"].package == "milc"
 
 
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])

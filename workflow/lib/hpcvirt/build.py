@@ -1,29 +1,35 @@
-"""Builds of the pinned benchmark suites (NPB, IMB, OSU) and of MILC, once per MPI.
+"""The pinned benchmark suites (NPB, IMB, OSU) and MILC, once per MPI, built by
+the project's pinned Spack from the committed lock of the laptop stack
+(``spack-envs/laptop/spack.lock``), offline from the source mirror
+(:mod:`hpcvirt.spack`; the recipes, flags and patches are the project's Spack
+recipes, ``spack-envs/repo``).
 
-A build takes its source from :func:`hpcvirt.sources.fetch` (mirror or
-official URL, always verified) and compiles it with one MPI's compiler
-wrappers.  It is made once per *build key*: the sha256 of the source
-checksum, the recipe (flags, patches, targets), the compilers' versions and
-the MPI's version.  Builds live in the cache::
+A suite's build for one MPI is the lock's root that builds the suite's Spack
+package against that MPI.  Its *build key* is that root's Spack DAG hash
+(first 16 digits; for NPB with Open MPI combined with the sha256 of the
+project's profiler source, built beside it).  Builds are staged in the cache::
 
-    <cache>/<suite>-<mpi>-<key>/              the installed build
-        bin/ or libexec/...                   the binaries
+    <cache>/<suite>-<mpi>-<key>/              the build testbeds name
+        bin/ or libexec/... share/...         the Spack install prefix's files (hard links)
+        lib/libhpcvirt-commprof.so            NPB with Open MPI: the project's PMPI profiler
+        spack-spec.json                       Spack's record of the spec (its .spack/spec.json)
         build.json                            its provenance (below)
-        build.log                             the compiler output
 
-where ``<cache>`` is ``$HPCVIRT_BUILD_CACHE`` or ``<workdir>/suites``,
-and the testbed files name them through a stable link in the checkout,
-``.hpcvirt/suites/<suite>-<mpi>`` -> that directory, which
-:func:`ensure` points at the build of the current key (building it first
-when it is missing).  A build happens in a temporary directory and is
-renamed into place only when complete: a failed build leaves nothing but
-its log, kept beside the cache as ``<suite>-<mpi>-<key>.failed.log``.
-Builds of one suite and MPI are serialised by a lock file.
+where ``<cache>`` is ``$HPCVIRT_BUILD_CACHE`` or ``<workdir>/suites``, and
+the testbed files name them through a stable link in the checkout,
+``.hpcvirt/suites/<suite>-<mpi>`` -> that directory, which :func:`ensure`
+points at the build of the current key (installing it with Spack first when
+it is missing).  Staged, not linked to Spack's prefix: the folder is what a
+container binds and the guest image copies, and it holds the profiler and the
+record, while Spack's prefix stays Spack's.  A failed install leaves nothing
+but Spack's output, kept beside the cache as
+``<suite>-<mpi>-<key>.failed.log``.  Builds of one suite and MPI are
+serialised by a lock file, Spack installs by one more.
 
-``build.json`` records the suite and version, the source file, its
-checksum and which copy was used (official archive or mirror copy), the
-compilers and their versions, the MPI, the flags, the build-time patches,
-the build time and the sha256 of every binary.  The same builds are copied
+``build.json`` records the suite, the source file, its checksum and which
+copy was used (official archive or mirror copy), the Spack spec, its DAG hash
+and the sha256 of the lock, the compilers and their versions, the MPI, the
+time Spack took and the sha256 of every binary.  The same builds are copied
 into the guest image (``workflow/scripts/build-guest-image.sh``).
 
 Command line: ``python -m hpcvirt.build [--mpi M ...] [SUITE ...]`` builds
@@ -42,35 +48,33 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths, sources
+from . import spack as spack_mod
 
 CACHE_ENV = paths.BUILD_CACHE_ENV
 
-#: Bump when a recipe changes in a way its declared fields do not show.
-RECIPE_FORMAT = 1
+#: The Spack environment (a folder of ``spack-envs/``) the suites are built from.
+STACK = "laptop"
 
-#: Each MPI's compiler wrappers (Debian names; a site's Spack build is named
-#: in the testbed file instead of being built here).
+#: Each MPI's compiler wrappers (Debian names), and the Spack package that stands for it in the stack.
 WRAPPERS = {
     "openmpi": {"cc": "mpicc.openmpi", "cxx": "mpicxx.openmpi", "fc": "mpif90.openmpi"},
     "mpich": {"cc": "mpicc.mpich", "cxx": "mpicxx.mpich", "fc": "mpif90.mpich"},
 }
 
-#: NPB kernels and classes the project builds (the classes fit a laptop; a
+#: NPB kernels and classes the stack builds (the classes fit a laptop; a
 #: site builds B/C with Spack and names them in its testbed file).
 NPB_KERNELS = ("cg", "ep", "ft", "is", "lu", "mg")
 NPB_CLASSES = ("S", "W", "A")
 
 #: The project's communication profiler (a PMPI library for Open MPI), built
-#: with NPB into ``lib/libhpcvirt-commprof.so`` of the Open MPI build.
+#: beside NPB into ``lib/libhpcvirt-commprof.so`` of the Open MPI build.
 COMMPROF_SRC = Path(__file__).resolve().parents[2] / "src" / "commprof.c"
 COMMPROF_LIB = "lib/libhpcvirt-commprof.so"
 
@@ -78,19 +82,6 @@ COMMPROF_LIB = "lib/libhpcvirt-commprof.so"
 #: ``binary`` names after ``.hpcvirt/suites/<suite>-<mpi>/``).
 BINARY_DIRS = {"npb": "bin", "imb": "bin/IMB-MPI1", "osu": "libexec/osu-micro-benchmarks/mpi",
                "milc": "bin/su3_rhmd_hisq"}
-
-#: MILC: the application folder and target built (``su3_rhmd_hisq``, the
-#: RHMD HISQ program nearest the classic benchmark ``ks_imp_dyn/su3_rmd``,
-#: which does not link at the pinned commit), its make variables (MILC's own
-#: defaults -O3 and single precision, stated; CGTIME makes every solve print
-#: its time and iterations), and the rational-function file of MILC's test
-#: suite the project's input uses, installed with the binary.
-MILC_APP, MILC_TARGET = "ks_imp_rhmc", "su3_rhmd_hisq"
-MILC_MAKE_VARS = ("MPP=true", "PRECISION=1", "OPT=-O3", "CTIME=-DCGTIME")
-MILC_RATIONALS = "ks_imp_rhmc/test/rationals.sample.su3_rhmc_hisq_f211"
-#: MPI-1 functions removed in MPI-3 that ``generic/com_mpi.c`` calls, and their MPI-2 replacements.
-MILC_MPI3_RENAMES = (("MPI_Errhandler_create", "MPI_Comm_create_errhandler"),
-                     ("MPI_Errhandler_set", "MPI_Comm_set_errhandler"), ("MPI_Attr_get", "MPI_Comm_get_attr"))
 
 
 #: A testbed ``binary`` that names the project's build of a suite: on the
@@ -134,33 +125,25 @@ class BuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Recipe:
+    """A suite: its pinned source, the Spack package of the stack that builds it, what it installs."""
     suite: str
     source: str              # a key of hpcvirt.sources.SOURCES
-    languages: tuple[str, ...]
-    flags: str
-    patches: tuple[str, ...] = ()
+    package: str             # the Spack package (spack-envs/repo)
     targets: tuple[str, ...] = ()
-    extras: tuple[Path, ...] = ()  # the project's own sources built with the suite (workflow/src/...)
 
     def describe(self) -> dict:
-        return {"suite": self.suite, "source": self.source, "languages": list(self.languages),
-                "flags": self.flags, "patches": list(self.patches), "targets": list(self.targets),
-                "extras": {f"workflow/src/{e.name}": sources.sha256_of(e) for e in self.extras}, "format": RECIPE_FORMAT}
+        return {"suite": self.suite, "source": self.source, "spack_package": self.package,
+                "stack": f"spack-envs/{STACK}", "targets": list(self.targets)}
 
 
 RECIPES = {r.suite: r for r in (
-    Recipe("npb", "NPB", ("fc", "cc"), "FFLAGS=-O3 -fallow-argument-mismatch CFLAGS=-O3",
-           targets=tuple(f"{k}.{c}" for c in NPB_CLASSES for k in NPB_KERNELS)
-           + ("lib/libhpcvirt-commprof.so (Open MPI only)",), extras=(COMMPROF_SRC,)),
-    Recipe("imb", "IMB", ("cc", "cxx"), "-O2 (replaces IMB's default -O0; -g kept)",
-           patches=("src_cpp/Makefile: '-g -O0' -> '-g -O2' in CFLAGS and CXXFLAGS",), targets=("IMB-MPI1",)),
-    Recipe("osu", "osu-micro-benchmarks", ("cc", "cxx"), "CFLAGS=-O2 CXXFLAGS=-O2",
-           targets=("c/mpi (pt2pt, collective, one-sided, startup)",)),
-    Recipe("milc", "MILC", ("cc",), " ".join(MILC_MAKE_VARS) + " (MILC's default OPT and PRECISION, stated)",
-           patches=tuple(f"generic/com_mpi.c: {old}( -> {new}( (MPI-1 function removed in MPI-3)"
-                         for old, new in MILC_MPI3_RENAMES)
-           + (f"top-level Makefile copied into {MILC_APP}/ (MILC's build procedure)",),
-           targets=(f"{MILC_APP}/{MILC_TARGET}", f"share/milc/{Path(MILC_RATIONALS).name} (input data)")),
+    Recipe("npb", "NPB", "npb", tuple(f"{k}.{c}" for c in NPB_CLASSES for k in NPB_KERNELS)
+           + ("lib/libhpcvirt-commprof.so (Open MPI only)",)),
+    Recipe("imb", "IMB", "intel-mpi-benchmarks", ("IMB-MPI1",)),
+    Recipe("osu", "osu-micro-benchmarks", "osu-micro-benchmarks",
+           ("c/mpi (pt2pt, collective, one-sided, startup)",)),
+    Recipe("milc", "MILC", "milc", ("ks_imp_rhmc/su3_rhmd_hisq", "share/milc/rationals.sample.su3_rhmc_hisq_f211 "
+                                    "(input data)")),
 )}
 
 
@@ -180,18 +163,12 @@ def _mpi_version(mpi: str) -> str:
     return mpi_identity(mpi).get("version") or "unknown"
 
 
-def toolchain(mpi: str, recipe: Recipe) -> dict:
-    """Compilers (wrapper, version of the compiler behind it) and MPI version."""
+def toolchain(mpi: str) -> dict:
+    """The host's compilers behind the MPI's wrappers (versions) and the MPI's version."""
     if mpi not in WRAPPERS:
         raise BuildError(f"unknown MPI {mpi!r}; the project builds for {sorted(WRAPPERS)}")
-    w = WRAPPERS[mpi]
     return {"mpi": mpi, "mpi_version": _mpi_version(mpi),
-            "compilers": {lang: {"wrapper": w[lang], "version": _version_line(w[lang])} for lang in recipe.languages}}
-
-
-def build_key(recipe: Recipe, source_sha256: str, tools: dict) -> str:
-    blob = json.dumps({"recipe": recipe.describe(), "source": source_sha256, "tools": tools}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+            "compilers": {lang: {"wrapper": w, "version": _version_line(w)} for lang, w in WRAPPERS[mpi].items()}}
 
 
 build_cache = paths.build_cache
@@ -202,90 +179,42 @@ def link_path(suite: str, mpi: str) -> Path:
     return paths.root() / ".hpcvirt" / "suites" / f"{suite}-{mpi}"
 
 
-# ---------------------------------------------------------------- recipes
-def _run(argv: list[str], cwd: Path, log, env: dict | None = None) -> None:
-    log.write(f"$ {' '.join(argv)}   (in {cwd})\n")
-    log.flush()
-    cp = subprocess.run(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=1800)
-    if cp.returncode != 0:
-        raise BuildError(f"`{' '.join(argv)}` failed with exit code {cp.returncode}")
+# ------------------------------------------------------------------ plan
+def stack_dir() -> Path:
+    return spack_mod.env_path(STACK)
 
 
-def _only_dir(root: Path, pattern: str) -> Path:
-    found = sorted(root.glob(pattern))
+def root_of(suite: str, mpi: str, env_dir: Path | None = None) -> dict:
+    """The root of the stack's spack.lock that builds ``suite`` against ``mpi``: ``{"spec", "hash", ...}``."""
+    try:
+        recipe = RECIPES[suite]
+    except KeyError:
+        raise BuildError(f"no build recipe for {suite!r}; recipes: {sorted(RECIPES)}") from None
+    if mpi not in WRAPPERS:
+        raise BuildError(f"unknown MPI {mpi!r}; the project builds for {sorted(WRAPPERS)}")
+    env_dir = env_dir or stack_dir()
+    found = [r for r in spack_mod.lock_roots(env_dir) if r["name"] == recipe.package and mpi in r["deps"]]
     if len(found) != 1:
-        raise BuildError(f"expected one {pattern} in the unpacked source, found {[str(f) for f in found]}")
+        raise BuildError(f"{env_dir / 'spack.lock'}: expected one root {recipe.package} with {mpi}, "
+                         f"found {[r['spec'] for r in found]}")
     return found[0]
 
 
-def _build_npb(src: Path, dest: Path, w: dict, log) -> None:
-    tree = _only_dir(src, "*/NPB3.4-MPI")
-    template = (tree / "config" / "make.def.template").read_text()
-    lines = []
-    for line in template.splitlines():
-        key = line.split("=", 1)[0].strip() if "=" in line and not line.startswith("#") else None
-        value = {"MPIFC": w["fc"], "MPICC": w["cc"], "FFLAGS": "-O3 -fallow-argument-mismatch",
-                 "CFLAGS": "-O3"}.get(key)
-        lines.append(f"{key} = {value}" if value else line)
-    (tree / "config" / "make.def").write_text("\n".join(lines) + "\n")
-    (tree / "config" / "suite.def").write_text(
-        "".join(f"{k} {c}\n" for c in NPB_CLASSES for k in NPB_KERNELS))
-    (tree / "bin").mkdir(exist_ok=True)
-    _run(["make", "suite"], tree, log)
-    (dest / "bin").mkdir(parents=True)
-    for k in NPB_KERNELS:
-        for c in NPB_CLASSES:
-            exe = tree / "bin" / f"{k}.{c}.x"
-            if not exe.is_file():
-                raise BuildError(f"NPB built no {exe.name}")
-            shutil.copy2(exe, dest / "bin" / exe.name)
-    if w["cc"] == WRAPPERS["openmpi"]["cc"]:
-        (dest / "lib").mkdir()
-        _run([w["cc"], "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
-              str(dest / COMMPROF_LIB), str(COMMPROF_SRC), "-lmpi_mpifh"], tree, log)
+def _extras(suite: str, mpi: str) -> dict[str, str]:
+    """The project's own sources built into a suite's folder: path -> sha256."""
+    return {"workflow/src/commprof.c": sources.sha256_of(COMMPROF_SRC)} if (suite, mpi) == ("npb", "openmpi") else {}
 
 
-def _build_imb(src: Path, dest: Path, w: dict, log) -> None:
-    tree = _only_dir(src, "*/src_cpp").parent
-    mk = tree / "src_cpp" / "Makefile"
-    text = mk.read_text()
-    if text.count("-g -O0") != 2:
-        raise BuildError(f"{mk}: expected two '-g -O0' flag lines to patch")
-    mk.write_text(text.replace("-g -O0", "-g -O2"))
-    _run(["make", "-j2", "-C", "src_cpp", "-f", "Makefile", "TARGET=MPI1", f"CC={w['cc']}", f"CXX={w['cxx']}"],
-         tree, log)
-    (dest / "bin").mkdir(parents=True)
-    shutil.copy2(tree / "src_cpp" / "IMB-MPI1", dest / "bin" / "IMB-MPI1")
+def build_key(spack_hash: str, extras: dict[str, str]) -> str:
+    if not extras:
+        return spack_hash[:16]
+    return hashlib.sha256(json.dumps({"spack": spack_hash, "extras": extras}, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _build_osu(src: Path, dest: Path, w: dict, log) -> None:
-    tree = _only_dir(src, "*/configure").parent
-    _run(["./configure", f"--prefix={dest}", f"CC={w['cc']}", f"CXX={w['cxx']}", "CFLAGS=-O2", "CXXFLAGS=-O2"],
-         tree, log)
-    _run(["make", "-j2"], tree, log)
-    _run(["make", "install"], tree, log)
-
-
-def _build_milc(src: Path, dest: Path, w: dict, log) -> None:
-    tree = _only_dir(src, f"*/{MILC_APP}").parent
-    com = tree / "generic" / "com_mpi.c"
-    text = com.read_text()
-    for old, new in MILC_MPI3_RENAMES:
-        calls = len(re.findall(rf"\b{old}\(", text))
-        if calls != 1:
-            raise BuildError(f"{com}: expected one call of {old} to patch, found {calls}")
-        text = re.sub(rf"\b{old}\(", f"{new}(", text)
-    com.write_text(text)
-    shutil.copy2(tree / "Makefile", tree / MILC_APP / "Makefile")
-    # one make at a time: the application's Makefile builds MILC's libraries by recursive make
-    _run(["make", *MILC_MAKE_VARS, f"MY_CC={w['cc']}", MILC_TARGET], tree / MILC_APP, log)
-    (dest / "bin").mkdir(parents=True)
-    shutil.copy2(tree / MILC_APP / MILC_TARGET, dest / "bin" / MILC_TARGET)
-    (dest / "share" / "milc").mkdir(parents=True)
-    shutil.copy2(tree / MILC_RATIONALS, dest / "share" / "milc" / Path(MILC_RATIONALS).name)
-
-
-BUILDERS = {"npb": _build_npb, "imb": _build_imb, "osu": _build_osu, "milc": _build_milc}
+def plan(suite: str, mpi: str) -> tuple[Recipe, dict, str]:
+    """(recipe, the lock's root, build key) of a build, without building."""
+    root = root_of(suite, mpi)
+    return RECIPES[suite], root, build_key(root["hash"], _extras(suite, mpi))
 
 
 # ------------------------------------------------------------------ build
@@ -307,60 +236,97 @@ def _point(link: Path, target: Path) -> None:
     os.replace(tmp, link)
 
 
-def plan(suite: str, mpi: str, *, mirror=None) -> tuple[Recipe, dict, dict, str]:
-    """(recipe, verified source record, toolchain, build key) of a build, without building."""
-    try:
-        recipe = RECIPES[suite]
-    except KeyError:
-        raise BuildError(f"no build recipe for {suite!r}; recipes: {sorted(RECIPES)}") from None
-    src = sources.fetch(recipe.source, mirror=mirror)
-    tools = toolchain(mpi, recipe)
-    return recipe, src, tools, build_key(recipe, src["sha256"], tools)
+def _install(hashes: list[str], log: Path, *, mirror=None, jobs: int = 2) -> dict:
+    """Install roots of the stack with Spack (one Spack install at a time on this machine)."""
+    cache = build_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".spack-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return spack_mod.install_roots(stack_dir(), hashes, jobs=jobs, log=log, mirror=mirror)
+        except (spack_mod.SpackError, sources.SourceError) as exc:
+            raise BuildError(str(exc)) from None
 
 
-def ensure(suite: str, mpi: str, *, mirror=None, quiet: bool = False) -> dict:
-    """The build record of ``suite`` for ``mpi`` (building it if missing),
+def _stage(prefix: Path, dest: Path) -> None:
+    """Hard-link (else copy) the files of a Spack install prefix into ``dest``; Spack's own ``.spack``
+    folder stays, but for the spec's record."""
+    for src in sorted(prefix.rglob("*")):
+        rel = src.relative_to(prefix)
+        if rel.parts[0] == ".spack":
+            continue
+        out = dest / rel
+        if src.is_symlink():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(src), out)
+        elif src.is_dir():
+            out.mkdir(parents=True, exist_ok=True)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(src, out)
+            except OSError:
+                shutil.copy2(src, out)
+    shutil.copy2(prefix / ".spack" / "spec.json", dest / "spack-spec.json")
+
+
+def ensure(suite: str, mpi: str, *, mirror=None, quiet: bool = False, jobs: int = 2) -> dict:
+    """The build record of ``suite`` for ``mpi`` (installing and staging it if missing),
     with ``dir`` (the build) and ``link`` (the stable name) added."""
-    recipe, src, tools, key = plan(suite, mpi, mirror=mirror)
+    recipe, root, key = plan(suite, mpi)
     cache = build_cache()
     cache.mkdir(parents=True, exist_ok=True)
     out = cache / f"{suite}-{mpi}-{key}"
     with open(cache / f".{suite}-{mpi}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "build.json").is_file():
-            _build(recipe, src, tools, key, out, quiet)
+            _build(recipe, root, key, out, mpi, quiet, mirror=mirror, jobs=jobs)
     _point(link_path(suite, mpi), out)
     rec = json.loads((out / "build.json").read_text())
     return {**rec, "dir": str(out), "link": str(link_path(suite, mpi))}
 
 
-def _build(recipe: Recipe, src: dict, tools: dict, key: str, out: Path, quiet: bool) -> None:
-    mpi = tools["mpi"]
+def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: bool, *, mirror=None,
+           jobs: int = 2) -> None:
     failed_log = out.with_name(out.name + ".failed.log")
+    tools = toolchain(mpi)
+    lock_file = stack_dir() / "spack.lock"
+    locked = {r["hash"]: r for r in spack_mod.lock_roots(stack_dir())}[root["hash"]]
+    want = json.loads(lock_file.read_text())["concrete_specs"]
+    mpi_node = next((n for n in want.values() if n["name"] == mpi), None)
+    if mpi_node and tools["mpi_version"] not in ("unknown", mpi_node["version"]):
+        raise BuildError(f"{lock_file} was concretized for {mpi} {mpi_node['version']}, this machine has "
+                         f"{tools['mpi_version']}: concretize again (python -m hpcvirt.spack concretize {STACK})")
+    src = sources.fetch(recipe.source, mirror=mirror)
     if not quiet:
-        print(f"hpcvirt.build: building {recipe.suite} for {mpi} from {src['file']} ({src['copy']}) ...",
+        print(f"hpcvirt.build: {recipe.suite} for {mpi}: Spack {root['spec']} /{root['hash'][:7]}",
               file=sys.stderr, flush=True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
         tmp = Path(tmp)
-        work, dest = tmp / "src", tmp / "install"
-        work.mkdir()
-        log_path = tmp / "build.log"
-        with open(log_path, "w") as log:
-            try:
-                with tarfile.open(src["path"]) as tf:
-                    tf.extractall(work, filter="data")
-                BUILDERS[recipe.suite](work, dest, WRAPPERS[mpi], log)
-            except (BuildError, OSError, tarfile.TarError, subprocess.TimeoutExpired) as exc:
-                log.close()
+        dest, log_path = tmp / "install", tmp / "build.log"
+        try:
+            done = _install([root["hash"]], log_path, mirror=mirror, jobs=jobs)
+            dest.mkdir()
+            _stage(Path(done["prefixes"][root["hash"]]), dest)
+            if _extras(recipe.suite, mpi):
+                _compile_commprof(dest, log_path)
+        except (BuildError, OSError, subprocess.TimeoutExpired) as exc:
+            if log_path.is_file():
                 shutil.copyfile(log_path, failed_log)
-                tail = "\n".join("    " + ln for ln in log_path.read_text(errors="replace").splitlines()[-20:])
-                raise BuildError(f"building {recipe.suite} for {mpi} failed: {exc}\n  full log: {failed_log}\n"
-                                 f"  last lines:\n{tail}") from None
-        shutil.copyfile(log_path, dest / "build.log")
+            tail = "\n".join("    " + ln for ln in (log_path.read_text(errors="replace").splitlines()[-20:]
+                                                    if log_path.is_file() else []))
+            raise BuildError(f"building {recipe.suite} for {mpi} failed: {exc}\n  full log: {failed_log}\n"
+                             f"  last lines:\n{tail}") from None
+        if log_path.is_file():
+            shutil.copyfile(log_path, dest / "build.log")
         record = {
             "suite": recipe.suite, "source": {k: src[k] for k in ("name", "version", "file", "sha256", "copy", "from")},
             "recipe": recipe.describe(), **tools, "key": key,
+            "spack": {"version": sources.SOURCES[spack_mod.SOURCE].version, "stack": STACK, "spec": locked["spec"],
+                      "hash": root["hash"], "lock_sha256": sources.sha256_of(lock_file),
+                      "prefix": done["prefixes"][root["hash"]], "built_here": root["hash"] in done["built"]},
+            "extras": _extras(recipe.suite, mpi),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.monotonic() - start, 1),
             "binaries": _binaries(dest),
@@ -370,8 +336,21 @@ def _build(recipe: Recipe, src: dict, tools: dict, key: str, out: Path, quiet: b
     if failed_log.exists():
         failed_log.unlink()
     if not quiet:
-        print(f"hpcvirt.build: {recipe.suite} for {mpi} built in {record['build_seconds']} s: {out}",
+        print(f"hpcvirt.build: {recipe.suite} for {mpi} ready in {record['build_seconds']} s: {out}",
               file=sys.stderr, flush=True)
+
+
+def _compile_commprof(dest: Path, log_path: Path) -> None:
+    """The project's PMPI profiler for Open MPI, into ``lib/`` of NPB's folder."""
+    (dest / "lib").mkdir(exist_ok=True)
+    argv = [WRAPPERS["openmpi"]["cc"], "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
+            str(dest / COMMPROF_LIB), str(COMMPROF_SRC), "-lmpi_mpifh"]
+    with open(log_path, "a") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        cp = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=300)
+    if cp.returncode != 0:
+        raise BuildError(f"`{' '.join(argv)}` failed with exit code {cp.returncode}")
 
 
 def needed(study: dict, testbeds: dict[str, dict]) -> list[tuple[str, str]]:
@@ -398,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mpi", action="append", choices=sorted(WRAPPERS), help="MPI (repeatable; default: both)")
     ap.add_argument("--study", action="store_true",
                     help="build what the study (config/config.yaml and its testbeds) runs, instead")
-    ap.add_argument("--jobs", "-j", type=int, default=1, help="builds at a time (default 1)")
+    ap.add_argument("--jobs", "-j", type=int, default=1, help="Spack packages built at a time (default 1)")
     ap.add_argument("--keys", action="store_true",
                     help="print '<suite> <mpi> <suite>-<mpi>-<key>' per build, without building")
     args = ap.parse_args(argv)
@@ -417,16 +396,24 @@ def main(argv: list[str] | None = None) -> int:
                 raise BuildError(f"no build recipe for {suite!r}; recipes: {sorted(RECIPES)}")
         if args.keys:
             for suite, mpi in todo:
-                print(suite, mpi, f"{suite}-{mpi}-{plan(suite, mpi)[3]}", flush=True)
+                print(suite, mpi, f"{suite}-{mpi}-{plan(suite, mpi)[2]}", flush=True)
             return 0
         started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for i, ((suite, mpi), rec) in enumerate(zip(todo, pool.map(lambda sm: ensure(*sm), todo)), 1):
-                print(suite, mpi, rec["dir"], flush=True)   # one "<suite> <mpi> <dir>" line each (read by scripts)
-                print(f"hpcvirt.build: [{i}/{len(todo)}] {suite} for {mpi} ready", file=sys.stderr, flush=True)
+        missing = [(s, m) for s, m in todo if not (build_cache() / f"{s}-{m}-{plan(s, m)[2]}" / "build.json").is_file()]
+        if missing:
+            # one Spack install of every root missing, `--jobs` packages at a time, then each is staged
+            print(f"hpcvirt.build: Spack installs {len(missing)} builds from spack-envs/{STACK}/spack.lock "
+                  f"({args.jobs} at a time; about 2-5 minutes the first time on a machine)", file=sys.stderr,
+                  flush=True)
+            _install([plan(s, m)[1]["hash"] for s, m in missing], build_cache() / "spack-install.log",
+                     jobs=args.jobs)
+        for i, (suite, mpi) in enumerate(todo, 1):
+            rec = ensure(suite, mpi, jobs=args.jobs)
+            print(suite, mpi, rec["dir"], flush=True)   # one "<suite> <mpi> <dir>" line each (read by scripts)
+            print(f"hpcvirt.build: [{i}/{len(todo)}] {suite} for {mpi} ready", file=sys.stderr, flush=True)
         if todo:
             print(f"hpcvirt.build: {len(todo)} builds ready in {time.monotonic() - started:.1f} s "
-                  f"({args.jobs} at a time; a cached build takes no time)", file=sys.stderr, flush=True)
+                  f"(an installed or staged build takes no time)", file=sys.stderr, flush=True)
     except (BuildError, sources.SourceError) as exc:
         print(f"hpcvirt.build: {exc}", file=sys.stderr)
         return 1

@@ -144,8 +144,8 @@ def ensure_binary(tb: dict, c: Configuration) -> dict | None:
             raise MeasurementError(f"{c.testbed}: the project's build of {which[0]} ({rec['dir']}) has no {program}; "
                                    f"it builds {', '.join(rec['recipe']['targets'])} (a testbed may name a site's "
                                    f"build instead)")
-        keep = ("suite", "source", "recipe", "compilers", "mpi", "mpi_version", "key", "built_at", "dir")
-        return {"path": binary, "build": {k: rec[k] for k in keep}}
+        keep = ("suite", "source", "recipe", "spack", "compilers", "mpi", "mpi_version", "key", "built_at", "dir")
+        return {"path": binary, "build": {k: rec[k] for k in keep if k in rec}}
     m = re.match(bench.build.host_binary, binary) if isinstance(bench.build, Compiled) else None
     if not m:
         return {"path": binary}

@@ -43,6 +43,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -319,6 +320,87 @@ def install(env_dir: Path, *, mirror=None, jobs: int | None = None) -> dict:
     return {"seconds": seconds, "copies": copies,
             "roots": {spec: {"hash": h, "prefix": prefixes.get(h)} for spec, h in
                       lock_hashes(env_dir / "spack.lock").items()}}
+
+
+def lock_roots(env_dir: Path) -> list[dict]:
+    """The roots of ``env_dir``'s spack.lock: ``{"spec", "hash", "name", "deps"}`` (``deps``: the names of every
+    package in the root's DAG, e.g. its MPI)."""
+    data = json.loads((env_dir / "spack.lock").read_text())
+    nodes = data["concrete_specs"]          # DAG hash -> node
+
+    def names(h: str, seen: set) -> set:
+        if h in seen or h not in nodes:
+            return set()
+        seen.add(h)
+        out = {nodes[h]["name"]}
+        for d in nodes[h].get("dependencies", []):
+            out |= names(d["hash"], seen)
+        return out
+
+    return [{"spec": r["spec"], "hash": r["hash"], "name": nodes[r["hash"]]["name"],
+             "deps": sorted(names(r["hash"], set()) - {nodes[r["hash"]]["name"]})} for r in data["roots"]]
+
+
+def installed(env_dir: Path, *, mirror=None) -> dict[str, str]:
+    """DAG hash -> install prefix of what of ``env_dir`` is installed in the install tree."""
+    copies = archives(env_dir, mirror=mirror)
+    found = run(["find", "--format", "{hash} {prefix}"], env_dir=env_dir, copies=copies, mirror=mirror,
+                capture=True).stdout.split()
+    return dict(zip(found[::2], found[1::2]))
+
+
+def install_roots(env_dir: Path, hashes: list[str], *, jobs: int = 2, log: Path, mirror=None) -> dict:
+    """Install the roots ``hashes`` of ``env_dir``'s committed spack.lock (with what they depend on), offline
+    from the source mirror, ``jobs`` packages at a time: Spack writes a Makefile of the DAG (``spack env
+    depfile``, Spack's own way to install an environment in parallel) and ``make -j`` runs one ``spack
+    install --only=package`` per package.  Spack's output goes to ``log``; the lines that say a package
+    starts or is done also to standard error.  Returns ``{"seconds", "built": [hashes built], "prefixes"}``."""
+    if not (env_dir / "spack.lock").is_file():
+        raise SpackError(f"{env_dir / 'spack.lock'} is missing: concretize first (python -m hpcvirt.spack "
+                         f"concretize {env_dir.name})")
+    manifest = (env_dir / "spack.yaml").read_text()
+    if DEBIAN_MPICH_DIR in manifest and f"prefix: {debian_mpich_prefix()}\n" not in manifest:
+        raise SpackError(f"{env_dir / 'spack.yaml'}: MPICH's external prefix is not {debian_mpich_prefix()}, "
+                         f"the folder of links made for it here ({OPT_ENV}={opt_root()})")
+    roots = {r["hash"] for r in lock_roots(env_dir)}
+    unknown = [h for h in hashes if h not in roots]
+    if unknown:
+        raise SpackError(f"{env_dir / 'spack.lock'} has no root {unknown}")
+    copies = archives(env_dir, mirror=mirror)
+    have = installed(env_dir, mirror=mirror)
+    todo = [h for h in hashes if h not in have]
+    t0 = time.monotonic()
+    if todo:
+        if shutil.which("make") is None:
+            raise SpackError("GNU make is missing (apt-get install make)")
+        with tempfile.TemporaryDirectory(prefix=".depfile.", dir=state_dir()) as tmp:
+            depfile = Path(tmp) / "Makefile"
+            run(["env", "depfile", "--make-prefix", str(Path(tmp) / "targets"), "-o", str(depfile),
+                 *[f"/{h}" for h in todo]], env_dir=env_dir, copies=copies, mirror=mirror, capture=True)
+            argv, env = command([], env_dir=None, copies=copies, mirror=mirror)
+            spack_cmd = " ".join(shlex.quote(a) for a in argv) + " -c config:install_status:false"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "w") as fh:
+                fh.write(f"# spack env depfile + make -j{jobs}: {env_dir.name} roots {' '.join(todo)}\n")
+                fh.flush()
+                proc = subprocess.Popen(["make", "-f", str(depfile), f"-j{max(1, jobs)}", "--no-print-directory",
+                                         f"SPACK={spack_cmd}"], cwd=tmp, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+                for line in proc.stdout:
+                    fh.write(line)
+                    fh.flush()
+                    if line.startswith("==> ") and ("Installing " in line or "Successfully installed" in line
+                                                    or "Error" in line):
+                        _say(line[4:].rstrip())
+                if proc.wait() != 0:
+                    raise SpackError(f"installing {env_dir.name} failed (make exit {proc.returncode}); "
+                                     f"Spack's output: {log}")
+        have = installed(env_dir, mirror=mirror)
+    missing = [h for h in hashes if h not in have]
+    if missing:
+        raise SpackError(f"after installing, {missing} of {env_dir / 'spack.lock'} are still not installed; "
+                         f"Spack's output: {log}")
+    return {"seconds": round(time.monotonic() - t0, 1), "built": todo, "prefixes": {h: have[h] for h in hashes}}
 
 
 def main(argv: list[str] | None = None) -> int:
