@@ -14,6 +14,8 @@ from hpcvirt.tidy import COLUMNS
 def rows(testbed, virt, ic, link, ranks, variant, times):
     return [dict(benchmark="milc", variant=variant, mpi="openmpi", metric="wall_time", unit="s", value=t,
                  testbed=testbed, virtualization=virt, interconnect=ic, link=link, ranks=ranks, rep=r,
+                 kind="qemu" if virt.startswith("qemu-") else "netns-bridge" if virt == "netns-bridge" else "native",
+                 accel=virt.removeprefix("qemu-") if virt.startswith("qemu-") else "",
                  nodes=2 if ic == "tcp" else 1, run_id=f"c/{testbed}/{r}")
             for r, t in enumerate(times, 1)]
 

@@ -25,8 +25,10 @@ def foam(testbed, virt, ranks, times, *, link="", interconnect="shm", nodes=1, c
     """OpenFOAM rows of one configuration: wall time per round (dict rep -> s), its cell count and steps."""
     rows = []
     for rep, t in times.items():
-        base = dict(run_id=f"c/{testbed}/openfoam/n{ranks}_c{cells}{end}/rep-{rep}", testbed=testbed,
-                    virtualization=virt, interconnect=interconnect, link=link or None,
+        kind = "qemu" if virt.startswith("qemu-") else "netns-bridge" if virt == "netns-bridge" else "native"
+        base = dict(run_id=f"c/{testbed}/openfoam/n{ranks}_c{cells}{end}/rep-{rep}", testbed=testbed, kind=kind,
+                    virtualization=virt, accel=virt.removeprefix("qemu-") if kind == "qemu" else None,
+                    interconnect=interconnect, link=link or None,
                     mpi="openmpi", benchmark="openfoam-dambreak", variant=f"{cells} cells{end}", ranks=ranks,
                     nodes=nodes, ranks_per_node=ranks // nodes, rep=rep, msg_bytes=None)
         rows += [dict(base, metric="wall_time", unit="s", value=t), dict(base, metric="cells", unit="count", value=cells),

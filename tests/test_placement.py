@@ -104,6 +104,7 @@ def _tidy(values: dict) -> pd.DataFrame:
             for metric, unit, v in (("time_per_step", "us", t), ("comm_per_step", "us", t / 2),
                                     ("compute_per_step", "us", t / 2), ("network_share", "fraction", share[block])):
                 rows.append(dict(run_id=f"c/{tb}/advect/b{block}/rep-{rep}", testbed=tb, virtualization=virt,
+                                 kind="qemu" if tb == "vm" else "netns-bridge", accel="tcg" if tb == "vm" else "",
                                  interconnect="shm+tcp", stack="host", mpi="openmpi", benchmark="advect",
                                  variant=f"{block} per block", metric=metric, unit=unit, value=v, msg_bytes=8192,
                                  ranks=4, nodes=2, ranks_per_node=2, placement=label[block], rep=rep,

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt import matrix
+from hpcvirt import build, matrix
 from hpcvirt.config import load_study
 from hpcvirt.tidy import COLUMNS
 
@@ -348,10 +348,15 @@ def test_tiny_study_end_to_end(tmp_path):
     for testbed in study["testbeds"]:
         rejected = pd.read_csv(res / testbed / "rejected.csv")
         assert rejected.empty, rejected.to_string()
-        vm = pd.read_csv(res / testbed / "tidy.csv")
+        vm = pd.read_csv(res / testbed / "tidy.csv", keep_default_na=False)
         assert set(vm["run_id"].str.split("/").str[1]) == {testbed}
+        # the testbed's kind and, for guests, the accelerator, on every row
+        assert set(vm["kind"]) == {yaml.safe_load((work / f"config/testbeds/{testbed}.yaml").read_text())["kind"]}
         if testbed == "vm":
-            assert vm["virtualization"].isin(["qemu-kvm", "qemu-tcg"]).all()  # the accelerator, on every row
+            assert vm["virtualization"].isin(["qemu-kvm", "qemu-tcg"]).all()
+            assert (vm["accel"] == vm["virtualization"].str.removeprefix("qemu-")).all()
+        else:
+            assert set(vm["accel"]) == {""}, testbed
     # placement: the benchmark counted the messages the placement implies, and verified its result
     for testbed in ("bridge", "vm"):
         adv = pd.read_csv(res / testbed / "tidy.csv").query("benchmark == 'advect'")
@@ -418,6 +423,10 @@ def test_tiny_study_end_to_end(tmp_path):
         suites = t[t["benchmark"].isin(["imb", "osu_latency", "npb-ep"])]
         assert set(suites["benchmark"]) == {"imb", "osu_latency", "npb-ep"}, testbed
         assert suites["source_sha256"].str.fullmatch(r"[0-9a-f]{64}").all(), testbed
+        # and the Spack DAG hash of the build that ran: the laptop stack's locked root of that suite and MPI
+        for (bench, mpi), h in suites.groupby(["benchmark", "mpi"])["spack_hash"]:
+            suite = {"imb": "imb", "osu_latency": "osu", "npb-ep": "npb"}[bench]
+            assert set(h) == {build.root_of(suite, mpi)["hash"]}, (testbed, bench, mpi)
         assert set(suites["suite_version"].astype(str)) == {"2021.3", "7.4", "3.4.1"}, testbed
         assert t.loc[t["benchmark"] == "npb-ep", "verified"].all()
         shas[testbed] = dict(zip(suites["benchmark"], suites["source_sha256"]))

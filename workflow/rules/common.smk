@@ -20,6 +20,7 @@ from hpcvirt import (
     views,
 )
 from hpcvirt.benchmarks import REGISTRY
+from hpcvirt.kinds import KINDS
 from hpcvirt.config import (
     ConfigError,
     archived_campaign,
@@ -86,9 +87,11 @@ try:
     PAPER_FIGURES = figures.for_campaign(CONFIGURATIONS, TESTBEDS)
 except figures.FigureError as exc:
     raise WorkflowError(str(exc)) from None
-# qemu testbeds boot their guests once per interleaved round (rule
-# measure_round_<testbed>_<i>); every other testbed has one job per measurement.
-ROUND_TESTBEDS = [name for name, tb in TESTBEDS.items() if tb["kind"] == "qemu"]
+# testbeds whose kind boots its hosts once per interleaved round (the guests,
+# rule measure_round_<testbed>_<i>); every other testbed has one job per measurement.
+ROUND_TESTBEDS = [
+    name for name, tb in TESTBEDS.items() if KINDS[tb["kind"]].boots_per_round
+]
 MEASURE_TESTBED_RE = "|".join(n for n in TESTBEDS if n not in ROUND_TESTBEDS) or "(?!)"
 
 

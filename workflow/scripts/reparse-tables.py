@@ -14,8 +14,11 @@ never changes a measured value.  Raw outputs are only read.
 
     python workflow/scripts/reparse-tables.py [--check] [data/results]
 
-``--check`` rewrites nothing and exits 1 if a table lacks a column of the
-schema.
+Each campaign's ``summary.csv`` is then summarized again from its tables
+and rewritten the same way, when the new columns are ones it groups by.
+
+``--check`` rewrites nothing and exits 1 if a table or a summary lacks a
+column.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ sys.path[0] = str(ROOT / "workflow/lib")
 
 import pandas as pd  # noqa: E402
 
-from hpcvirt.analysis import parse_outputs  # noqa: E402
+from hpcvirt.analysis import parse_outputs, summarize_tidy  # noqa: E402
 from hpcvirt.atomic import write_csv  # noqa: E402
 from hpcvirt.tidy import COLUMNS  # noqa: E402
 
@@ -74,6 +77,24 @@ def migrate(table: Path, check: bool) -> str:
     return "rewritten"
 
 
+def migrate_summary(summary: Path, check: bool) -> str:
+    """A campaign's summary.csv, summarized again from its (migrated) tidy tables when the schema gained a
+    column it groups by; rewritten only if every column it had comes out the same."""
+    old = pd.read_csv(summary, dtype=str, keep_default_na=False)
+    new = summarize_tidy(pd.concat([pd.read_csv(t) for t in sorted(summary.parent.glob("*/tidy.csv"))],
+                                   ignore_index=True))
+    if list(old.columns) == list(new.columns):
+        return "current"
+    if check:
+        return "stale"
+    kept = [c for c in old.columns if c in new.columns]
+    again = pd.read_csv(io.StringIO(new.to_csv(index=False)), dtype=str, keep_default_na=False)
+    if len(again) != len(old) or as_rows(again, kept) != as_rows(old, kept):
+        return "differs"
+    write_csv(summary, new)
+    return "rewritten"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true")
@@ -84,6 +105,10 @@ def main() -> int:
     for table in sorted(Path(args.root).glob("*/*/tidy.csv")):
         status = migrate(table, args.check)
         print(f"{status:9} {table}")
+        bad += status in ("stale", "differs")
+    for summary in sorted(Path(args.root).glob("*/summary.csv")):
+        status = migrate_summary(summary, args.check)
+        print(f"{status:9} {summary}")
         bad += status in ("stale", "differs")
     return 1 if bad else 0
 

@@ -15,7 +15,7 @@ import pandas as pd
 from . import paths, stats
 from .benchmarks import REGISTRY
 from .query import per_round_at
-from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, is_vm, runtime_of
+from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
 # Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
@@ -37,6 +37,19 @@ def host_label(host: dict | None) -> str | None:
     return host.get("host_id") or host.get("hostname") or None
 
 
+def row_context(prov: dict) -> dict:
+    """The columns of a run's tidy rows that its provenance record gives: its context, the start, the host
+    (:func:`host_label`), the testbed kind, the VM accelerator (``kvm`` or ``tcg``, from the virtualization
+    label the run recorded; empty when no VM ran) and the Spack DAG hash of the build it ran (empty for a
+    build not made by Spack)."""
+    ctx = prov["context"]
+    virt = str(ctx.get("virtualization") or "").split("+")[0]
+    build = (ctx.get("benchmark_binary") or {}).get("build") or {}
+    return dict(ctx, started_at=prov.get("started_at"), host=host_label(prov.get("host")),
+                kind=ctx.get("testbed_kind"), accel=virt[len("qemu-"):] if virt.startswith("qemu-") else "",
+                spack_hash=(build.get("spack") or {}).get("hash"))
+
+
 def parse_outputs(raw_paths: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parse raw outputs (each with its provenance .json beside it).
 
@@ -55,7 +68,7 @@ def parse_outputs(raw_paths: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
         except (OSError, ValueError) as exc:
             rejected.append({"raw_path": str(raw), "reason": f"no readable provenance {prov_path}: {exc}"})
             continue
-        ctx = dict(prov["context"], started_at=prov.get("started_at"), host=host_label(prov.get("host")))
+        ctx = row_context(prov)
         try:
             measurements = _parse_one(raw, ctx)
         except ParseError as exc:
@@ -193,10 +206,11 @@ def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
     if d.empty:
         return []
     d = d.assign(variant=d["variant"].fillna(""))
-    per = d.groupby(["testbed", "virtualization", "mpi", "ranks", "placement", "variant", "rep"])["value"].median()
+    per = d.groupby(["testbed", "kind", "virtualization", "mpi", "ranks", "placement", "variant", "rep"])[
+        "value"].median()
     per = per.reset_index()
-    vms = per[per["virtualization"].map(is_vm)]
-    refs = per[~per["virtualization"].map(is_vm)]
+    vms = per[per["kind"] == "qemu"]
+    refs = per[per["kind"] != "qemu"]
     out = []
     for key, s in vms.groupby(["testbed", "virtualization", "mpi", "ranks", "placement", "variant"], sort=False):
         tb, virt, mpi, ranks, placement, variant = key

@@ -9,7 +9,7 @@ import pandas as pd
 
 from . import stats
 from .benchmarks import REGISTRY, Application
-from .labels import interconnect_class, is_vm
+from .labels import interconnect_class
 
 
 #: The applications (their rows' benchmark) and the time metric each is
@@ -23,8 +23,9 @@ def _app_times(tidy: pd.DataFrame, times: dict[str, str]) -> pd.DataFrame:
     d = d[d["metric"] == d["benchmark"].map(times)]
     if d.empty:
         return pd.DataFrame()
-    d = d.assign(link=d["link"].fillna("") if "link" in d else "")
-    keys = ["benchmark", "variant", "mpi", "testbed", "virtualization", "interconnect", "link", "ranks", "rep"]
+    d = d.assign(link=d["link"].fillna("") if "link" in d else "", accel=d["accel"].astype(object).fillna(""))
+    keys = ["benchmark", "variant", "mpi", "testbed", "kind", "virtualization", "accel", "interconnect", "link",
+            "ranks", "rep"]
     return d.groupby(keys, dropna=False)["value"].median().reset_index()
 
 
@@ -35,7 +36,7 @@ def _app_reference(g: pd.DataFrame) -> tuple[pd.DataFrame, str] | None:
     guests' small input), the namespace hosts over the unlimited bridge at
     their lowest rank count.  With a description; None without either."""
     for sel, what in (((g["virtualization"] == "none") & (g["interconnect"] == "shm"), "shared memory"),
-                      ((g["virtualization"] == "netns-bridge") & (g["link"] == ""), "unlimited bridge")):
+                      ((g["kind"] == "netns-bridge") & (g["link"] == ""), "unlimited bridge")):
         ref = g[sel]
         if ref.empty:
             continue
@@ -92,9 +93,9 @@ def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Da
         return pd.DataFrame()
     rows = []
     for (bench, variant, mpi), g in per.groupby(["benchmark", "variant", "mpi"], sort=True):
-        native = g[(g["virtualization"] == "netns-bridge") & (g["link"] == "")]
-        for (tb, virt, ranks), v in g[g["virtualization"].map(is_vm)].groupby(
-                ["testbed", "virtualization", "ranks"], sort=True):
+        native = g[(g["kind"] == "netns-bridge") & (g["link"] == "")]
+        for (tb, virt, accel, ranks), v in g[g["kind"] == "qemu"].groupby(
+                ["testbed", "virtualization", "accel", "ranks"], sort=True):
             ref = native[native["ranks"] == ranks]
             if ref.empty:
                 continue
@@ -106,7 +107,7 @@ def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Da
                 continue
             ci = stats.median_ci((t[both] / ref[both]).to_numpy())
             rows.append(dict(benchmark=bench, variant=variant, mpi=mpi, testbed=tb, virtualization=virt,
-                             accelerator=str(virt).removeprefix("qemu-").upper(), ranks=int(ranks),
+                             accelerator=str(accel).upper(), ranks=int(ranks),
                              native_testbed=ref_tb, ratio=ci["median"], ratio_lo=ci["ci_low"],
                              ratio_hi=ci["ci_high"], n=ci["n"], ci_level=ci["ci_level"]))
     return pd.DataFrame(rows)

@@ -50,11 +50,18 @@ def records(raw_dir: str | Path) -> pd.DataFrame:
             "source_sha256": (build.get("source") or {}).get("sha256", ""),
             "source_copy": (build.get("source") or {}).get("copy", ""),
             "compiler": ((build.get("compilers") or {}).get("cc") or {}).get("version", ""),
-            "flags": (build.get("recipe") or {}).get("flags", ""),
+            "flags": (build.get("recipe") or {}).get("flags", "") or _spack_build(build.get("spack") or {}),
         })
     if not rows:
         raise ValueError(f"{raw_dir}: no provenance records (rep-*.json)")
     return pd.DataFrame(rows)
+
+
+def _spack_build(spack: dict) -> str:
+    """A build by the project's Spack, in a table cell: its DAG hash and the lock's checksum."""
+    if not spack.get("hash"):
+        return ""
+    return f"Spack {spack.get('version', '')} /{spack['hash'][:7]}, spack.lock sha256 {spack.get('lock_sha256', '')[:8]}"
 
 
 def _table(caption: str, label: str, spec: str, head: list[str], body: list[list[str]], size="\\small") -> str:
@@ -154,9 +161,10 @@ def artifact_tex(campaign: str, raw_root, verdicts: pd.DataFrame) -> str:
                   ["testbed", "CPU", "kernel", "virtualization", "packages", "runs"], hardware_software(rec),
                   "\\scriptsize"),
            _table("The pinned suites as built for this campaign: source checksum (first 16 hex digits of its "
-                  "sha256) and which verified copy was used, compiler and flags.", "tab:artifact-suites",
+                  "sha256) and which verified copy was used, compiler, and flags or the Spack build (DAG hash, "
+                  "checksum of the spack.lock).", "tab:artifact-suites",
                   "@{}llp{0.13\\linewidth}p{0.13\\linewidth}p{0.08\\linewidth}p{0.2\\linewidth}p{0.2\\linewidth}@{}",
-                  ["suite", "version", "MPI", "source sha256", "copy", "compiler", "flags"], suites(rec),
+                  ["suite", "version", "MPI", "source sha256", "copy", "compiler", "flags or build"], suites(rec),
                   "\\scriptsize"),
            _table(f"Measured time per phase of measurement: the runs of each testbed and benchmark and the job "
                   f"overhead before them (a guest round's boot not counted). {whole}", "tab:artifact-phases",

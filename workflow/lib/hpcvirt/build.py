@@ -270,9 +270,11 @@ def _stage(prefix: Path, dest: Path) -> None:
     shutil.copy2(prefix / ".spack" / "spec.json", dest / "spack-spec.json")
 
 
-def ensure(suite: str, mpi: str, *, mirror=None, quiet: bool = False, jobs: int = 2) -> dict:
+def ensure(suite: str, mpi: str, *, mirror=None, quiet: bool = False, jobs: int = 2,
+           installed: dict | None = None) -> dict:
     """The build record of ``suite`` for ``mpi`` (installing and staging it if missing),
-    with ``dir`` (the build) and ``link`` (the stable name) added."""
+    with ``dir`` (the build) and ``link`` (the stable name) added.  ``installed``: what an install of
+    :func:`_install` just returned (its roots are not looked up again)."""
     recipe, root, key = plan(suite, mpi)
     cache = build_cache()
     cache.mkdir(parents=True, exist_ok=True)
@@ -280,14 +282,14 @@ def ensure(suite: str, mpi: str, *, mirror=None, quiet: bool = False, jobs: int 
     with open(cache / f".{suite}-{mpi}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "build.json").is_file():
-            _build(recipe, root, key, out, mpi, quiet, mirror=mirror, jobs=jobs)
+            _build(recipe, root, key, out, mpi, quiet, mirror=mirror, jobs=jobs, installed=installed)
     _point(link_path(suite, mpi), out)
     rec = json.loads((out / "build.json").read_text())
     return {**rec, "dir": str(out), "link": str(link_path(suite, mpi))}
 
 
 def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: bool, *, mirror=None,
-           jobs: int = 2) -> None:
+           jobs: int = 2, installed: dict | None = None) -> None:
     failed_log = out.with_name(out.name + ".failed.log")
     tools = toolchain(mpi)
     lock_file = stack_dir() / "spack.lock"
@@ -306,7 +308,8 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
         tmp = Path(tmp)
         dest, log_path = tmp / "install", tmp / "build.log"
         try:
-            done = _install([root["hash"]], log_path, mirror=mirror, jobs=jobs)
+            done = installed if root["hash"] in (installed or {}).get("prefixes", {}) else _install(
+                [root["hash"]], log_path, mirror=mirror, jobs=jobs)
             dest.mkdir()
             _stage(Path(done["prefixes"][root["hash"]]), dest)
             if _extras(recipe.suite, mpi):
@@ -318,6 +321,8 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
                                                     if log_path.is_file() else []))
             raise BuildError(f"building {recipe.suite} for {mpi} failed: {exc}\n  full log: {failed_log}\n"
                              f"  last lines:\n{tail}") from None
+        if not log_path.is_file() and Path(done.get("log") or "/nonexistent").is_file():
+            shutil.copyfile(done["log"], log_path)        # the install of several roots at once
         if log_path.is_file():
             shutil.copyfile(log_path, dest / "build.log")
         record = {
@@ -356,15 +361,16 @@ def _compile_commprof(dest: Path, log_path: Path) -> None:
 def needed(study: dict, testbeds: dict[str, dict]) -> list[tuple[str, str]]:
     """The (suite, mpi) builds a validated study runs on the host: the
     project builds its configurations' testbed entries name, and every build
-    when a qemu testbed is in the study (the guest image carries them all)."""
+    when a testbed whose image carries them all (the guests') is in the study."""
     from .benchmarks import REGISTRY
     from .matrix import configurations
+    from .kinds import KINDS
 
     out: set[tuple[str, str]] = set()
     for c in configurations(study):
         tb, bench = testbeds[c.testbed], REGISTRY[c.benchmark]
         entry = (tb["mpi"][c.settings["mpi"]] if bench.mpi else tb).get(bench.name, {})
-        if tb["kind"] == "qemu":
+        if KINDS[tb["kind"]].image_carries_suites:
             out.update((s, m) for s in RECIPES for m in WRAPPERS)
         elif project_build(entry.get("binary", "")):
             out.add(project_build(entry["binary"]))
@@ -400,15 +406,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         started = time.monotonic()
         missing = [(s, m) for s, m in todo if not (build_cache() / f"{s}-{m}-{plan(s, m)[2]}" / "build.json").is_file()]
+        installed = None
         if missing:
             # one Spack install of every root missing, `--jobs` packages at a time, then each is staged
             print(f"hpcvirt.build: Spack installs {len(missing)} builds from spack-envs/{STACK}/spack.lock "
                   f"({args.jobs} at a time; about 2-5 minutes the first time on a machine)", file=sys.stderr,
                   flush=True)
-            _install([plan(s, m)[1]["hash"] for s, m in missing], build_cache() / "spack-install.log",
-                     jobs=args.jobs)
+            installed = _install([plan(s, m)[1]["hash"] for s, m in missing], build_cache() / "spack-install.log",
+                                 jobs=args.jobs)
         for i, (suite, mpi) in enumerate(todo, 1):
-            rec = ensure(suite, mpi, jobs=args.jobs)
+            rec = ensure(suite, mpi, jobs=args.jobs, installed=installed)
             print(suite, mpi, rec["dir"], flush=True)   # one "<suite> <mpi> <dir>" line each (read by scripts)
             print(f"hpcvirt.build: [{i}/{len(todo)}] {suite} for {mpi} ready", file=sys.stderr, flush=True)
         if todo:

@@ -28,6 +28,7 @@ from . import link, paths, yamlio
 from .benchmarks import REGISTRY, enabled
 from .matrix import configurations
 from .provenance import config_hash
+from .kinds import KINDS
 
 
 class ConfigError(ValueError):
@@ -137,14 +138,6 @@ def _check_study(study: dict, path: Path) -> None:
                 raise ConfigError(f"{path}: experiments.{bench.experiment} (with by_testbed.{testbed}): {problem}")
 
 
-# Placeholders each testbed kind fills in launcher words, path and benchmark arguments.
-PLACEHOLDERS = {
-    "native": {"ranks", "nodes", "block"},
-    "netns-bridge": {"ranks", "nodes", "block", "rank_hosts", "host_counts", "agent", "subnet"},
-    "qemu": {"ranks", "nodes", "block", "rank_hosts", "host_counts", "subnet"},
-}
-
-
 def _templates(tb: dict):
     """(dotted key, words) of every argv template of a testbed."""
     for mpi, entry in tb["mpi"].items():
@@ -162,12 +155,14 @@ def _templates(tb: dict):
 def _check_testbed(tb: dict, path: Path) -> None:
     if tb["name"] != path.stem:
         raise ConfigError(f"{path}: name: {tb['name']!r} must equal the file name {path.stem!r}")
-    if tb["kind"] != "native" and tb["executor"] != "local":
+    kind = KINDS[tb["kind"]]
+    wrapping = sorted(k for k, c in KINDS.items() if c.wraps_ranks)
+    if not kind.wraps_ranks and tb["executor"] != "local":
         raise ConfigError(f"{path}: executor: kind {tb['kind']!r} runs with the local executor only")
-    if tb["kind"] != "native" and tb["runtime"]["kind"] != "none":
-        raise ConfigError(f"{path}: runtime.kind: a container runtime wraps the ranks of kind 'native' only "
-                          f"(this testbed is {tb['kind']!r})")
-    allowed = PLACEHOLDERS[tb["kind"]]
+    if not kind.wraps_ranks and tb["runtime"]["kind"] != "none":
+        raise ConfigError(f"{path}: runtime.kind: a container runtime wraps the ranks of kind "
+                          f"{' or '.join(map(repr, wrapping))} only (this testbed is {tb['kind']!r})")
+    allowed = kind.placeholders
     for key, words in _templates(tb):
         for i, word in enumerate(words):
             try:
@@ -189,13 +184,14 @@ def _check_testbed(tb: dict, path: Path) -> None:
             if problem:
                 raise ConfigError(f"{path}: {key}.args: {problem}")
     shaped = [k for k in ("rate", "delay_us") if k in tb.get("network", {})]
-    if shaped and tb["kind"] not in ("netns-bridge", "qemu"):
-        raise ConfigError(f"{path}: network.{shaped[0]}: a link setting of the two-host kinds netns-bridge and qemu "
+    if shaped and not kind.own_link:
+        linked = " and ".join(k for k, c in KINDS.items() if c.own_link)
+        raise ConfigError(f"{path}: network.{shaped[0]}: a link setting of the two-host kinds {linked} "
                           f"(this testbed is {tb['kind']!r})")
     net = tb.get("network", {})
-    allowed_paths = {"netns-bridge": link.PATHS, "qemu": link.GUEST_PATHS}.get(tb["kind"], ("bridge",))
+    allowed_paths = kind.network_paths
     if net.get("path", "bridge") not in allowed_paths:
-        owner = "netns-bridge" if net["path"] in link.PATHS else "qemu"
+        owner = " or ".join(k for k, c in KINDS.items() if net["path"] in c.network_paths)
         raise ConfigError(f"{path}: network.path: {net['path']!r} is a data path of {owner} testbeds "
                           f"(this testbed is {tb['kind']!r}); allowed here: {', '.join(allowed_paths)}")
     if "underlay" in net and net.get("path") not in link.TUNNELS:

@@ -47,7 +47,7 @@ from .rawfiles import RANKS_SUFFIX, clear_partials, drop_kept, keep, kept, new_p
 from .sources import SourceError
 from .runtime import APPTAINER_KINDS
 from .stack import runtime_provenance
-from .testbeds import Launch, launch as build_launch
+from .testbeds import KINDS, Launch, kind as testbed_kind, launch as build_launch
 
 
 class MeasurementError(RuntimeError):
@@ -56,16 +56,6 @@ class MeasurementError(RuntimeError):
 
 class MeasurementTimeout(MeasurementError):
     """The run was killed at its time limit (its output is kept as ``.failed-*``)."""
-
-
-def virtualization_of(tb: dict, bed=None) -> str:
-    """The tidy table's virtualization label; for VMs it names the accelerator
-    actually used (qemu-kvm or qemu-tcg), so it appears beside every VM number."""
-    runtime = tb.get("runtime", {"kind": "none"})
-    base = {"native": "none", "netns-bridge": "netns-bridge"}.get(tb["kind"])
-    if tb["kind"] == "qemu":
-        base = f"qemu-{getattr(bed, 'accel', 'unknown')}"
-    return base + ("" if runtime["kind"] == "none" else f"+{runtime['kind']}")
 
 
 def bed_tag(*parts) -> str:
@@ -83,9 +73,9 @@ def context_for(study: dict, tb: dict, c: Configuration, rep: int, launch: Launc
         "campaign": study["campaign"],
         "testbed": c.testbed,
         "testbed_kind": tb["kind"],
-        "virtualization": virtualization_of(tb, bed),
+        "virtualization": testbed_kind(tb, bed).virtualization(),   # for guests: the accelerator used
         "interconnect": launch.interconnect,
-        "link": link_label(tb.get("network")) if tb["kind"] in ("netns-bridge", "qemu") else "",
+        "link": link_label(tb.get("network")) if KINDS[tb["kind"]].own_link else "",
         "stack": image["stack"],
         "image_digest": image["image_digest"],
         "spack_lock": image["spack_lock"],

@@ -96,7 +96,7 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
     # the lowest coverage of an interval (a configuration of one round, e.g. in the guests, has none)
     levels = summary.loc[summary["n"] >= 2, "ci_level"] if (summary["n"] >= 2).any() else summary["ci_level"]
     lines.append(macro("hvCiLevel", fmt(100 * float(levels.min()), 3)))
-    guests = tidy["virtualization"].astype(str).str.startswith("qemu-")
+    guests = tidy["kind"] == "qemu"
     if guests.any():
         rounds = int(tidy.loc[guests, "rep"].nunique())
         lines.append(macro("hvRepsGuests", str(rounds)))
@@ -116,9 +116,8 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         lines.append(macro("hvHostContainer", latex_escape(str(virt.get("container")))))
     # the accelerator of every VM testbed, printed beside its numbers
     accels = []
-    for tb, virt in sorted(set(zip(summary["testbed"], summary["virtualization"]))):
-        if str(virt).startswith("qemu-"):
-            accel = str(virt).split("-", 1)[1].split("+")[0]
+    for tb, accel in sorted(set(zip(summary["testbed"], summary["accel"].fillna("")))):
+        if accel:
             label = {"kvm": "KVM", "tcg": "TCG emulation"}.get(accel, accel)
             lines.append(macro(f"hvAccel{camel(tb)}", label))
             accels.append(f"{latex_escape(tb)}: {label}")

@@ -43,6 +43,7 @@ from pathlib import Path
 from . import paths
 from .atomic import write_json
 from .config import archived_campaign
+from .kinds import KINDS
 from .matrix import RAW_ROOT, all_raw_paths
 
 #: How slots are computed (a cache made another way is made again).
@@ -80,16 +81,16 @@ def archive_slots(campaign: str, raw_root: str | Path = RAW_ROOT) -> dict:
             cpu = f"{host_cpu.get('model')}, {host_cpu.get('lscpu', {}).get('CPU(s)', '?')} CPUs"
         runs.append((start, end, str(p.relative_to(root).with_suffix(""))))
     runs.sort()
-    slots = _slots(runs, {tb.parent.name for tb in root.glob("*/testbed.json") if _is_qemu(tb)})
+    slots = _slots(runs, {tb.parent.name for tb in root.glob("*/testbed.json") if _boots_per_round(tb)})
     out = {"campaign": campaign, "cpu": cpu, "records": len(records), "method": SLOT_METHOD, "slots": slots}
     if slots:
         write_json(cache, out)
     return out
 
 
-def _is_qemu(testbed_json: Path) -> bool:
+def _boots_per_round(testbed_json: Path) -> bool:
     try:
-        return json.loads(testbed_json.read_text())["testbed"]["kind"] == "qemu"
+        return KINDS[json.loads(testbed_json.read_text())["testbed"]["kind"]].boots_per_round
     except (OSError, ValueError, KeyError, TypeError):
         return False
 

@@ -167,7 +167,7 @@ def pdf_names(directory) -> list[str]:
 # ------------------------------------------------------------------ data
 def _tcg(tidy: pd.DataFrame, sels) -> bool:
     """Whether the rows of these selectors (ratios: their parts) include guests under TCG."""
-    return any(select(tidy, x)["virtualization"].astype(str).str.contains("qemu-tcg").any() for x in leaves(sels))
+    return any((select(tidy, x)["accel"] == "tcg").any() for x in leaves(sels))
 
 
 def _bar_selector(s: dict) -> dict:
@@ -277,7 +277,7 @@ REF_COLOR = "0.35"
 def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, row: dict, benchmarks, palette):
     ours = sweep_rows(summary, row["ours"], benchmarks)
     lines = reference_lines(ref, study, row["reference"])
-    tcg = ours["virtualization"].astype(str).str.contains("qemu-tcg").any() if len(ours) else False
+    tcg = bool((ours["accel"] == "tcg").any()) if len(ours) else False
     for ax, metric in zip(ax_pair, SWEEP_METRICS):
         unit = SWEEP_METRICS[metric][1]
         d = ours[ours["metric"] == metric]

@@ -64,7 +64,7 @@ def _native(c: dict) -> bool:
 
 def _servers(c: dict) -> bool:
     """Two namespace "servers" on the bridge, one rank each."""
-    return str(c["virtualization"]) == "netns-bridge" and int(c["ranks_per_node"]) == 1 and int(c["nodes"]) > 1
+    return c["kind"] == "netns-bridge" and int(c["ranks_per_node"]) == 1 and int(c["nodes"]) > 1
 
 
 #: The report's set-ups in its order.  5 and 7a/7b are its multi-server set-ups
@@ -94,7 +94,7 @@ SETUPS: tuple[Setup, ...] = (
 
 def _guest(c: dict) -> bool:
     """One QEMU guest (any accelerator), its ranks inside it."""
-    return str(c["virtualization"]).startswith("qemu") and int(c["nodes"]) == 1
+    return c["kind"] == "qemu" and int(c["nodes"]) == 1
 
 
 def report_cells(tidy: pd.DataFrame) -> str | None:
@@ -152,7 +152,7 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
     if variant is not None:
         foam = tidy[tidy["benchmark"] == BENCHMARK]
         d = foam[foam["metric"] == "wall_time"]
-        d = d.assign(link=d["link"].fillna("").astype(str))
+        d = d.assign(link=d["link"].fillna("").astype(str), accel=d["accel"].astype(object).fillna("").astype(str))
         # the first round of each configuration is left out, unless it is its only one
         keys = ["testbed", "mpi", "virtualization", "interconnect", "link", "ranks", "variant"]
         first = d.groupby(keys)["rep"].transform("min")
@@ -160,8 +160,8 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
         runs = d[(d["rep"] >= first + warmup_rounds) | (rounds <= warmup_rounds)]
         steps = foam[foam["metric"] == "steps"]
         runs = runs.assign(steps=runs["run_id"].map(steps.set_index("run_id")["value"]))   # the solver's steps
-    cfg_cols = ["testbed", "mpi", "virtualization", "interconnect", "link", "ranks", "nodes", "ranks_per_node",
-                "variant"]
+    cfg_cols = ["testbed", "kind", "mpi", "virtualization", "accel", "interconnect", "link", "ranks", "nodes",
+                "ranks_per_node", "variant"]
     every = [dict(zip(cfg_cols, k)) | {"t": g.groupby("rep")["value"].median(), "steps": g["steps"].median()}
              for k, g in runs.groupby(cfg_cols, sort=True)] if len(runs) else []
     # the inputs shown: the report's mesh; a guest's own input nearest to it
@@ -223,8 +223,8 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
 def _path(c: dict) -> str:
     if str(c["virtualization"]) == "none":
         return "this host"
-    if str(c["virtualization"]).startswith("qemu"):
-        return "one guest (" + str(c["virtualization"]).split("-", 1)[-1].split("+")[0].upper() + ")"
+    if c["kind"] == "qemu":
+        return f"one guest ({str(c['accel']).upper()})"
     return datapath_label(c["virtualization"], c["link"])
 
 

@@ -298,10 +298,8 @@ def concretize(env_dir: Path, *, mirror=None) -> dict:
             "roots": lock_hashes(env_dir / "spack.lock")}
 
 
-def install(env_dir: Path, *, mirror=None, jobs: int | None = None) -> dict:
-    """Install ``env_dir`` from its committed spack.lock, offline from the source mirror (every archive
-    verified twice: by hpcvirt.sources, then by Spack against the recipe's checksum of that copy): the
-    copies used, the time taken and each root's install prefix."""
+def _check_installable(env_dir: Path) -> None:
+    """An environment can be installed here: it has its lock, and its MPICH external is the prefix made here."""
     if not (env_dir / "spack.lock").is_file():
         raise SpackError(f"{env_dir / 'spack.lock'} is missing: concretize first (python -m hpcvirt.spack "
                          f"concretize {env_dir.name})")
@@ -309,6 +307,13 @@ def install(env_dir: Path, *, mirror=None, jobs: int | None = None) -> dict:
     if DEBIAN_MPICH_DIR in manifest and f"prefix: {debian_mpich_prefix()}\n" not in manifest:
         raise SpackError(f"{env_dir / 'spack.yaml'}: MPICH's external prefix is not {debian_mpich_prefix()}, "
                          f"the folder of links made for it here ({OPT_ENV}={opt_root()})")
+
+
+def install(env_dir: Path, *, mirror=None, jobs: int | None = None) -> dict:
+    """Install ``env_dir`` from its committed spack.lock, offline from the source mirror (every archive
+    verified twice: by hpcvirt.sources, then by Spack against the recipe's checksum of that copy): the
+    copies used, the time taken and each root's install prefix."""
+    _check_installable(env_dir)
     copies = archives(env_dir, mirror=mirror)
     t0 = time.monotonic()
     args = ["install", "--fail-fast"] + ([f"-j{jobs}"] if jobs else [])
@@ -354,14 +359,9 @@ def install_roots(env_dir: Path, hashes: list[str], *, jobs: int = 2, log: Path,
     from the source mirror, ``jobs`` packages at a time: Spack writes a Makefile of the DAG (``spack env
     depfile``, Spack's own way to install an environment in parallel) and ``make -j`` runs one ``spack
     install --only=package`` per package.  Spack's output goes to ``log``; the lines that say a package
-    starts or is done also to standard error.  Returns ``{"seconds", "built": [hashes built], "prefixes"}``."""
-    if not (env_dir / "spack.lock").is_file():
-        raise SpackError(f"{env_dir / 'spack.lock'} is missing: concretize first (python -m hpcvirt.spack "
-                         f"concretize {env_dir.name})")
-    manifest = (env_dir / "spack.yaml").read_text()
-    if DEBIAN_MPICH_DIR in manifest and f"prefix: {debian_mpich_prefix()}\n" not in manifest:
-        raise SpackError(f"{env_dir / 'spack.yaml'}: MPICH's external prefix is not {debian_mpich_prefix()}, "
-                         f"the folder of links made for it here ({OPT_ENV}={opt_root()})")
+    starts or is done also to standard error.  Returns ``{"seconds", "built": [hashes built], "prefixes",
+    "log"}`` (``log``: None when nothing had to be built)."""
+    _check_installable(env_dir)
     roots = {r["hash"] for r in lock_roots(env_dir)}
     unknown = [h for h in hashes if h not in roots]
     if unknown:
@@ -400,7 +400,8 @@ def install_roots(env_dir: Path, hashes: list[str], *, jobs: int = 2, log: Path,
     if missing:
         raise SpackError(f"after installing, {missing} of {env_dir / 'spack.lock'} are still not installed; "
                          f"Spack's output: {log}")
-    return {"seconds": round(time.monotonic() - t0, 1), "built": todo, "prefixes": {h: have[h] for h in hashes}}
+    return {"seconds": round(time.monotonic() - t0, 1), "built": todo, "prefixes": {h: have[h] for h in hashes},
+            "log": str(log) if todo else None}
 
 
 def main(argv: list[str] | None = None) -> int:

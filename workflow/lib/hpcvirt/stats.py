@@ -61,7 +61,7 @@ def median_ci(values: Sequence[float], level: float = 0.95) -> dict:
 # Columns that identify a configuration and a size: every tidy column but the value, the round and what
 # describes one run (its hosts, counts, build and raw output).
 PER_RUN_COLUMNS = {"image_digest", "spack_lock", "value", "rank_hosts", "host", "rep", "iteration_count", "warmup",
-                   "verified", "suite_version", "source_sha256", "started_at", "raw_path"}
+                   "verified", "suite_version", "source_sha256", "spack_hash", "started_at", "raw_path"}
 GROUP_COLUMNS = [c for c in COLUMNS if c not in PER_RUN_COLUMNS]
 
 

@@ -28,6 +28,7 @@ import shlex
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from . import kinds
 from .benchmarks import REGISTRY, Benchmark, Job
 from .benchmarks.base import PATH_INTERCONNECT
 from .benchmarks.common import fill
@@ -87,16 +88,12 @@ def _env_words(*envs: dict) -> list[str]:
     return ["env", *(f"{k}={v}" for k, v in merged.items())] if merged else []
 
 
-class Kind:
-    """One testbed kind.  ``bed`` is the object its context manager yields
-    (None for native testbeds)."""
+class Kind(kinds.Kind):
+    """How one testbed kind launches jobs (its facts: :mod:`hpcvirt.kinds`).  ``bed`` is the object its
+    context manager yields (None for native testbeds)."""
 
-    name = ""
     net_label = "net"          # interconnect label of MPI traffic between hosts
     server_shape = (2, 1, 2)   # client/server jobs: (processes, hosts, per host)
-
-    def __init__(self, tb: dict, bed=None):
-        self.tb, self.bed = tb, bed
 
     def hosts(self) -> list[str]:
         """Host names, rank placement uses them (before set-up: generic names)."""
@@ -175,13 +172,11 @@ def _even_ranks_per_node(rank_hosts: list[str]) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
-class Native(Kind):
+class Native(Kind, kinds.Native):
     """Ranks on the host(s) themselves, started by the testbed's launcher
     (``mpirun``, ``srun``); each rank optionally inside a container.  Host
     names serve only the placement arithmetic: the launcher's own arguments
     (``{block}``) place the ranks on real nodes."""
-
-    name = "native"
 
     def isolation(self) -> str:
         return self.tb.get("isolation", "netns")
@@ -213,7 +208,7 @@ class Native(Kind):
                       ranks_per_node=self.server_shape[2], mpi="none", interconnect="tcp-loopback")
 
 
-class _TwoHostKind(Kind):
+class _TwoHostKind(Kind, kinds.TwoHost):
     """Hosts that are namespaces or guests of the project's own: the launcher
     runs in the first host, the server of client/server jobs in the second."""
 
@@ -253,10 +248,9 @@ class _TwoHostKind(Kind):
                       ranks_per_node=self.server_shape[2], mpi="none", interconnect="tcp")
 
 
-class NetnsBridgeKind(_TwoHostKind):
+class NetnsBridgeKind(_TwoHostKind, kinds.NetnsBridge):
     """Hosts are network namespaces on a Linux bridge (:mod:`hpcvirt.netns`)."""
 
-    name = "netns-bridge"
     rank0 = [RANK0_STDOUT]
 
     def hosts(self) -> list[str]:
@@ -269,10 +263,9 @@ class NetnsBridgeKind(_TwoHostKind):
         return ["ip", "netns", "exec", self._bed().hosts[i], *cmd]
 
 
-class QemuKind(_TwoHostKind):
+class QemuKind(_TwoHostKind, kinds.Qemu):
     """Hosts are QEMU guests on a bridge (:mod:`hpcvirt.qemu`), reached over ssh."""
 
-    name = "qemu"
     rank0 = RANK0_INLINE           # the guests do not have the repository's script
 
     def hosts(self) -> list[str]:
@@ -288,6 +281,7 @@ class QemuKind(_TwoHostKind):
 
 
 KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, NetnsBridgeKind, QemuKind)}
+assert set(KINDS) == set(kinds.KINDS), "every kind launches"
 
 
 def kind(tb: dict, bed=None) -> Kind:

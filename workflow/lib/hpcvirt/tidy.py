@@ -17,7 +17,9 @@ from typing import Iterable, Mapping
 COLUMNS: tuple[str, ...] = (
     "run_id",
     "testbed",
+    "kind",
     "virtualization",
+    "accel",
     "interconnect",
     "link",
     "stack",
@@ -42,6 +44,7 @@ COLUMNS: tuple[str, ...] = (
     "verified",
     "suite_version",
     "source_sha256",
+    "spack_hash",
     "started_at",
     "raw_path",
 )
@@ -91,8 +94,9 @@ def to_rows(measurements: Iterable[Measurement], context: Mapping[str, object]) 
     virtualization, interconnect, stack, mpi, nodes, ranks_per_node,
     placement, rep, warmup, started_at, raw_path, and optionally ranks,
     rank_hosts, where the ranks ran as they recorded it, host, the machine
-    whose measurement job ran the benchmark, and source_sha256, the checksum
-    of the pinned source the binary was built from).
+    whose measurement job ran the benchmark, source_sha256, the checksum
+    of the pinned source the binary was built from, and spack_hash, the
+    Spack DAG hash of that build).
     Values measured by the parser win over the context for ``ranks``.
     """
     rows = []
