@@ -15,6 +15,7 @@ import pandas as pd
 from . import paths, stats
 from .benchmarks import REGISTRY
 from .query import per_round_at
+from .kinds import Qemu
 from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
@@ -209,8 +210,8 @@ def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
     per = d.groupby(["testbed", "kind", "virtualization", "mpi", "ranks", "placement", "variant", "rep"])[
         "value"].median()
     per = per.reset_index()
-    vms = per[per["kind"] == "qemu"]
-    refs = per[per["kind"] != "qemu"]
+    vms = per[per["kind"] == Qemu.name]
+    refs = per[per["kind"] != Qemu.name]
     out = []
     for key, s in vms.groupby(["testbed", "virtualization", "mpi", "ranks", "placement", "variant"], sort=False):
         tb, virt, mpi, ranks, placement, variant = key

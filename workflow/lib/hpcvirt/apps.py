@@ -9,6 +9,7 @@ import pandas as pd
 
 from . import stats
 from .benchmarks import REGISTRY, Application
+from .kinds import NetnsBridge, Qemu
 from .labels import interconnect_class
 
 
@@ -36,7 +37,7 @@ def _app_reference(g: pd.DataFrame) -> tuple[pd.DataFrame, str] | None:
     guests' small input), the namespace hosts over the unlimited bridge at
     their lowest rank count.  With a description; None without either."""
     for sel, what in (((g["virtualization"] == "none") & (g["interconnect"] == "shm"), "shared memory"),
-                      ((g["kind"] == "netns-bridge") & (g["link"] == ""), "unlimited bridge")):
+                      ((g["kind"] == NetnsBridge.name) & (g["link"] == ""), "unlimited bridge")):
         ref = g[sel]
         if ref.empty:
             continue
@@ -93,8 +94,8 @@ def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Da
         return pd.DataFrame()
     rows = []
     for (bench, variant, mpi), g in per.groupby(["benchmark", "variant", "mpi"], sort=True):
-        native = g[(g["kind"] == "netns-bridge") & (g["link"] == "")]
-        for (tb, virt, accel, ranks), v in g[g["kind"] == "qemu"].groupby(
+        native = g[(g["kind"] == NetnsBridge.name) & (g["link"] == "")]
+        for (tb, virt, accel, ranks), v in g[g["kind"] == Qemu.name].groupby(
                 ["testbed", "virtualization", "accel", "ranks"], sort=True):
             ref = native[native["ranks"] == ranks]
             if ref.empty:

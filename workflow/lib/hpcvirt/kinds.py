@@ -35,6 +35,8 @@ class Kind:
     boots_per_round = False
     #: its hosts' image carries every build of the pinned suites (hpcvirt.build), copied in when it is built
     image_carries_suites = False
+    #: its hosts are set up for each run (each attempt of a measurement) and gone when it ends
+    hosts_per_run = False
 
     def __init__(self, tb: dict, bed=None):
         self.tb, self.bed = tb, bed
@@ -73,6 +75,7 @@ class NetnsBridge(TwoHost):
     name = "netns-bridge"
     placeholders = TwoHost.placeholders | {"agent"}
     network_paths = link.PATHS
+    hosts_per_run = True
 
 
 class Qemu(TwoHost):

@@ -256,7 +256,7 @@ STRAYS = ("mpirun", "orterun", "orted", "prted", "mpiexec", "mpiexec.hydra", "hy
 
 def _in_bed(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str, bed,
             earlier: list[str]) -> dict:
-    if tb["kind"] == "netns-bridge" and bed is None:
+    if KINDS[tb["kind"]].hosts_per_run and bed is None:
         from .netns import NetnsBridge
 
         net = tb.get("network", {})

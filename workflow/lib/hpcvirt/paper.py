@@ -18,6 +18,7 @@ import re
 
 import pandas as pd
 
+from .kinds import Qemu
 from .labels import camel, fmt, fmt_bytes, latex_escape, macro, path_key
 
 def config_key(row) -> str:
@@ -96,7 +97,7 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
     # the lowest coverage of an interval (a configuration of one round, e.g. in the guests, has none)
     levels = summary.loc[summary["n"] >= 2, "ci_level"] if (summary["n"] >= 2).any() else summary["ci_level"]
     lines.append(macro("hvCiLevel", fmt(100 * float(levels.min()), 3)))
-    guests = tidy["kind"] == "qemu"
+    guests = tidy["kind"] == Qemu.name
     if guests.any():
         rounds = int(tidy.loc[guests, "rep"].nunique())
         lines.append(macro("hvRepsGuests", str(rounds)))

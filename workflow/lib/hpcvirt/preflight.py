@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from .benchmarks import REGISTRY
 from .execute import execute, succeeded
+from .kinds import KINDS, Native
 from .matrix import Configuration, configurations
 from .provenance import portable
 from .runtime import APPTAINER_KINDS, NATIVE_KINDS, PROCESS_ENV, _image, container_prefix, launch_env
@@ -198,7 +199,7 @@ def testbed_preflight(
         say(f"{mpi}: host {r['host']} | image {r['container']}: match")
     rec["wireup"] = []
     if wire:
-        if tb.get("kind") != "native":
+        if not KINDS[tb.get("kind", Native.name)].wraps_ranks:
             rec["wireup_skipped"] = f"kind {tb.get('kind')}: the wire-up runs with the first measurement"
         else:
             for mpi, paths in pairs:

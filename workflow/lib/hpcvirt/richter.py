@@ -31,6 +31,7 @@ from typing import Callable
 import pandas as pd
 
 from . import stats
+from .kinds import NetnsBridge, Qemu
 from .labels import datapath_label
 from .benchmarks import REGISTRY
 
@@ -64,7 +65,7 @@ def _native(c: dict) -> bool:
 
 def _servers(c: dict) -> bool:
     """Two namespace "servers" on the bridge, one rank each."""
-    return c["kind"] == "netns-bridge" and int(c["ranks_per_node"]) == 1 and int(c["nodes"]) > 1
+    return c["kind"] == NetnsBridge.name and int(c["ranks_per_node"]) == 1 and int(c["nodes"]) > 1
 
 
 #: The report's set-ups in its order.  5 and 7a/7b are its multi-server set-ups
@@ -94,7 +95,7 @@ SETUPS: tuple[Setup, ...] = (
 
 def _guest(c: dict) -> bool:
     """One QEMU guest (any accelerator), its ranks inside it."""
-    return c["kind"] == "qemu" and int(c["nodes"]) == 1
+    return c["kind"] == Qemu.name and int(c["nodes"]) == 1
 
 
 def report_cells(tidy: pd.DataFrame) -> str | None:
@@ -223,7 +224,7 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
 def _path(c: dict) -> str:
     if str(c["virtualization"]) == "none":
         return "this host"
-    if c["kind"] == "qemu":
+    if c["kind"] == Qemu.name:
         return f"one guest ({str(c['accel']).upper()})"
     return datapath_label(c["virtualization"], c["link"])
 
