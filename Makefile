@@ -58,7 +58,7 @@ paper: deps-study
 QUICK_CAMPAIGN ?= quick-$(shell date -u +%Y%m%dT%H%M%SZ)
 quick: deps-study
 	@echo "hpcvirt: QUICK LOOK (not the archived campaign): a reduced study on local, bridge and vm into campaign $(QUICK_CAMPAIGN)"
-	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
+	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --configfile config/tiny.yaml config/quick.yaml --jobs 2
 	snakemake $(PROFILE) --configfile config/tiny.yaml config/quick.yaml --config campaign=$(QUICK_CAMPAIGN) $(SUBSET)
 	@echo "hpcvirt: paper/main.pdf built from the QUICK LOOK campaign $(QUICK_CAMPAIGN) (not the archived campaign; make figure and make report redraw the archive)"
 

@@ -134,11 +134,19 @@ def test_study_needs_the_builds_its_testbeds_name():
     root = Path(__file__).resolve().parents[1]
     study, testbeds = load_study(config_path=root / "config/config.yaml", testbed_dir=root / "config/testbeds")
     need = build.needed(study, testbeds)
-    # the vm testbed's guest image carries every build; local/bridge name theirs
-    assert need == sorted((s, m) for s in build.RECIPES for m in build.WRAPPERS)
+    # the guests' image carries the builds their testbed files name (Open MPI's); local/bridge name theirs
+    # (MPICH: IMB only)
+    assert build.image_builds() == [("imb", "openmpi"), ("milc", "openmpi"), ("npb", "openmpi"), ("osu", "openmpi")]
+    assert need == sorted(build.image_builds() + [("imb", "mpich")])
     only_local = dict(study, testbeds=["local"], offers={"local": study["offers"]["local"]})
     assert ("npb", "openmpi") in build.needed(only_local, testbeds)
     assert json.dumps(need)
+
+
+def test_a_study_file_overlays_the_default_study_as_snakemake_merges_it():
+    base = {"testbeds": ["local", "vm"], "experiments": {"pingpong": {"paths": ["shm"], "max_bytes": 8}}}
+    assert build._overlay(base, {"experiments": {"pingpong": {"max_bytes": 4}}, "testbeds": ["local"]}) == {
+        "testbeds": ["local"], "experiments": {"pingpong": {"paths": ["shm"], "max_bytes": 4}}}
 
 
 def test_container_binds_put_the_hosts_builds_into_the_image(tmp_path, monkeypatch):

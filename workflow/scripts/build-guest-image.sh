@@ -14,9 +14,10 @@
 #   The guest also gets the placement benchmark, compiled here with the host's
 #   MPI compiler wrappers (same package versions as in the guest):
 #   /usr/local/bin/hpcvirt-advect-openmpi, /usr/local/bin/hpcvirt-advect-mpich
-#   and the host's builds of the pinned suites (NPB, IMB, OSU, MILC; python -m
-#   hpcvirt.build, the same binaries the host runs) under
-#   /opt/hpcvirt/suites/<suite>-<mpi>/, each with its build.json.
+#   and the host's builds of the pinned suites that the guests' testbed files
+#   name (python -m hpcvirt.build --image: NPB, IMB, OSU, MILC for Open MPI;
+#   the same binaries the host runs) under /opt/hpcvirt/suites/<suite>-<mpi>/,
+#   each with its build.json.
 #   The applications' per-rank wrappers and inputs are copied to the paths
 #   they have in the repository, under /opt/hpcvirt (workflow/scripts/...,
 #   workflow/inputs/...): commands in the guests run from /opt/hpcvirt, so a
@@ -91,14 +92,14 @@ repo=$(cd "$here/../.." && pwd)
 src_sum=$( { cat "$here/build-guest-image.sh" "$here/../src/advect.c" "$here/build-advect.sh"
              (cd "$repo" && find "${APP_FILES[@]}" -type f | LC_ALL=C sort | xargs sha256sum); } \
            | sha256sum | cut -c1-64)
-# The pinned suites of both MPIs (python -m hpcvirt.build): their build keys
+# The pinned suites the guests' testbed files name (python -m hpcvirt.build --image): their build keys
 # ("<suite> <mpi> <suite>-<mpi>-<key>") enter the image key; they are built
 # (or reused) only when the image is.
 build_suites() {
   HPCVIRT_ROOT=$(cd "$here/../.." && pwd) PYTHONPATH="$here/../lib${PYTHONPATH:+:$PYTHONPATH}" \
     "${HPCVIRT_PYTHON:-python3}" -m hpcvirt.build "$@"
 }
-suite_keys=$(build_suites --keys) || die "the pinned suites' sources or compilers are not available"
+suite_keys=$(build_suites --image --keys) || die "the pinned suites' sources or compilers are not available"
 key=$(printf '%s\n%s\n%s\n%s\n%s\n' "$spec" "$params" "${MIRRORS[*]}" "$src_sum" "$suite_keys" | sha256sum | cut -c1-16)
 
 if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
@@ -111,7 +112,7 @@ if [ -f "$out/.complete" ] && [ "$force" = 0 ]; then
 fi
 
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap root mode, mke2fs -d)"
-suites=$(build_suites --jobs 2) || die "building the pinned suites failed"   # "<suite> <mpi> <dir>" lines
+suites=$(build_suites --image --jobs 2) || die "building the pinned suites failed"   # "<suite> <mpi> <dir>" lines
 [ "$(printf '%s\n' "$suites" | awk '{n=split($3, p, "/"); print $1, $2, p[n]}')" = "$suite_keys" ] \
   || die "the pinned suites' build keys changed while building the image"
 for t in mmdebstrap mke2fs ssh-keygen sha256sum mpicc.openmpi mpicc.mpich; do

@@ -358,23 +358,54 @@ def _compile_commprof(dest: Path, log_path: Path) -> None:
         raise BuildError(f"`{' '.join(argv)}` failed with exit code {cp.returncode}")
 
 
+def _named_binaries(node) -> list[str]:
+    """Every ``binary`` a testbed file names, at any depth."""
+    if isinstance(node, dict):
+        own = [node["binary"]] if isinstance(node.get("binary"), str) else []
+        return own + [b for v in node.values() for b in _named_binaries(v)]
+    return [b for v in node for b in _named_binaries(v)] if isinstance(node, list) else []
+
+
+def image_builds(testbed_dir: str | Path = "config/testbeds") -> list[tuple[str, str]]:
+    """The builds the guests' image carries: every project build that a testbed file of a kind whose image
+    carries the suites names (the guests run Open MPI's), whatever the study, so that one image serves
+    every study."""
+    import yaml
+
+    from .kinds import KINDS
+
+    out: set[tuple[str, str]] = set()
+    for f in sorted((paths.root() / testbed_dir).glob("*.yaml")):
+        tb = yaml.safe_load(f.read_text()) or {}
+        if getattr(KINDS.get(tb.get("kind")), "image_carries_suites", False):
+            out.update(b for b in map(project_build, _named_binaries(tb)) if b)
+    return sorted(out)
+
+
 def needed(study: dict, testbeds: dict[str, dict]) -> list[tuple[str, str]]:
     """The (suite, mpi) builds a validated study runs on the host: the
-    project builds its configurations' testbed entries name, and every build
-    when a testbed whose image carries them all (the guests') is in the study."""
+    project builds its configurations' testbed entries name, and those the
+    guests' image carries when a testbed of such a kind is in the study."""
     from .benchmarks import REGISTRY
-    from .matrix import configurations
     from .kinds import KINDS
+    from .matrix import configurations
 
     out: set[tuple[str, str]] = set()
     for c in configurations(study):
         tb, bench = testbeds[c.testbed], REGISTRY[c.benchmark]
         entry = (tb["mpi"][c.settings["mpi"]] if bench.mpi else tb).get(bench.name, {})
         if KINDS[tb["kind"]].image_carries_suites:
-            out.update((s, m) for s in RECIPES for m in WRAPPERS)
+            out.update(image_builds())
         elif project_build(entry.get("binary", "")):
             out.add(project_build(entry["binary"]))
     return sorted(out)
+
+
+def _overlay(base: dict, over: dict) -> dict:
+    """``over`` merged into ``base`` key by key, as Snakemake merges ``--configfile`` files."""
+    for k, v in over.items():
+        base[k] = _overlay(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return base
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,18 +414,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mpi", action="append", choices=sorted(WRAPPERS), help="MPI (repeatable; default: both)")
     ap.add_argument("--study", action="store_true",
                     help="build what the study (config/config.yaml and its testbeds) runs, instead")
+    ap.add_argument("--configfile", nargs="+", default=[], metavar="FILE",
+                    help="with --study: files merged over config/config.yaml, as snakemake --configfile does")
+    ap.add_argument("--image", action="store_true",
+                    help="build what the guests' image carries (the project builds the guests' testbed files name)")
     ap.add_argument("--jobs", "-j", type=int, default=1, help="Spack packages built at a time (default 1)")
     ap.add_argument("--keys", action="store_true",
                     help="print '<suite> <mpi> <suite>-<mpi>-<key>' per build, without building")
     args = ap.parse_args(argv)
     try:
         if args.study:
+            import yaml
+
             from .config import ConfigError, load_study
 
             try:
-                todo = needed(*load_study())
-            except ConfigError as exc:
+                study = yaml.safe_load((paths.root() / "config/config.yaml").read_text())
+                for f in args.configfile:
+                    study = _overlay(study, yaml.safe_load(Path(f).read_text()) or {})
+                todo = needed(*load_study(study))
+            except (ConfigError, OSError, yaml.YAMLError) as exc:
                 raise BuildError(str(exc)) from None
+        elif args.image:
+            todo = image_builds()
         else:
             todo = [(s, m) for s in (args.suites or sorted(RECIPES)) for m in (args.mpi or sorted(WRAPPERS))]
         for suite, _ in todo:
