@@ -62,7 +62,7 @@ CACHE_ENV = paths.BUILD_CACHE_ENV
 #: The Spack environment (a folder of ``spack-envs/``) the suites are built from.
 STACK = "laptop"
 
-#: Each MPI's compiler wrappers (Debian names), and the Spack package that stands for it in the stack.
+#: Each MPI's compiler wrappers (Debian names; the compilers behind them are recorded with each build).
 WRAPPERS = {
     "openmpi": {"cc": "mpicc.openmpi", "cxx": "mpicxx.openmpi", "fc": "mpif90.openmpi"},
     "mpich": {"cc": "mpicc.mpich", "cxx": "mpicxx.mpich", "fc": "mpif90.mpich"},
@@ -293,9 +293,8 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
     failed_log = out.with_name(out.name + ".failed.log")
     tools = toolchain(mpi)
     lock_file = stack_dir() / "spack.lock"
-    locked = {r["hash"]: r for r in spack_mod.lock_roots(stack_dir())}[root["hash"]]
-    want = json.loads(lock_file.read_text())["concrete_specs"]
-    mpi_node = next((n for n in want.values() if n["name"] == mpi), None)
+    mpi_node = next((n for n in json.loads(lock_file.read_text())["concrete_specs"].values() if n["name"] == mpi),
+                    None)
     if mpi_node and tools["mpi_version"] not in ("unknown", mpi_node["version"]):
         raise BuildError(f"{lock_file} was concretized for {mpi} {mpi_node['version']}, this machine has "
                          f"{tools['mpi_version']}: concretize again (python -m hpcvirt.spack concretize {STACK})")
@@ -328,7 +327,7 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
         record = {
             "suite": recipe.suite, "source": {k: src[k] for k in ("name", "version", "file", "sha256", "copy", "from")},
             "recipe": recipe.describe(), **tools, "key": key,
-            "spack": {"version": sources.SOURCES[spack_mod.SOURCE].version, "stack": STACK, "spec": locked["spec"],
+            "spack": {"version": sources.SOURCES[spack_mod.SOURCE].version, "stack": STACK, "spec": root["spec"],
                       "hash": root["hash"], "lock_sha256": sources.sha256_of(lock_file),
                       "prefix": done["prefixes"][root["hash"]], "built_here": root["hash"] in done["built"]},
             "extras": _extras(recipe.suite, mpi),

@@ -319,9 +319,7 @@ def install(env_dir: Path, *, mirror=None, jobs: int | None = None) -> dict:
     args = ["install", "--fail-fast"] + ([f"-j{jobs}"] if jobs else [])
     run(args, env_dir=env_dir, copies=copies, mirror=mirror)
     seconds = round(time.monotonic() - t0, 1)
-    found = run(["find", "--format", "{hash} {prefix}"], env_dir=env_dir, copies=copies, mirror=mirror,
-                capture=True).stdout.split()
-    prefixes = dict(zip(found[::2], found[1::2]))
+    prefixes = installed(env_dir, mirror=mirror)
     return {"seconds": seconds, "copies": copies,
             "roots": {spec: {"hash": h, "prefix": prefixes.get(h)} for spec, h in
                       lock_hashes(env_dir / "spack.lock").items()}}
