@@ -148,22 +148,3 @@ def test_a_study_file_overlays_the_default_study_as_snakemake_merges_it():
     assert build._overlay(base, {"experiments": {"pingpong": {"max_bytes": 4}}, "testbeds": ["local"]}) == {
         "testbeds": ["local"], "experiments": {"pingpong": {"paths": ["shm"], "max_bytes": 4}}}
 
-
-def test_container_binds_put_the_hosts_builds_into_the_image(tmp_path, monkeypatch):
-    """A containerized rank runs the host's own build, bind-mounted at its image path."""
-    from hpcvirt.build import container_binds
-    from hpcvirt.runtime import container_prefix
-
-    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
-    build = tmp_path / "cache" / "npb-openmpi-0123456789abcdef"
-    build.mkdir(parents=True)
-    (tmp_path / ".hpcvirt/suites").mkdir(parents=True)
-    (tmp_path / ".hpcvirt/suites/npb-openmpi").symlink_to(build)
-    argv = ["env", "LD_PRELOAD=/opt/hpcvirt/suites/npb-openmpi/lib/libhpcvirt-commprof.so",
-            "/opt/hpcvirt/suites/npb-openmpi/bin/cg.W.x"]
-    assert container_binds(argv) == [f"{build}:/opt/hpcvirt/suites/npb-openmpi"]   # once, resolved
-    assert container_binds(["NPopenmpi", "/opt/hpcvirt/suites/hpl-openmpi/bin/xhpl"]) == []
-    rt = {"kind": "charliecloud", "image": "img.sqfs", "join_ct": 2, "bind": ["/scratch"]}
-    assert container_prefix(rt, binds=container_binds(argv)) == [
-        "ch-run", "--join-ct=2", "--bind=/scratch", f"--bind={build}:/opt/hpcvirt/suites/npb-openmpi", "img.sqfs", "--"]
-    assert container_prefix({"kind": "none"}, binds=container_binds(argv)) == []

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from studies import study_for
 
-from hpcvirt import runtime, stack
+from hpcvirt import build, runtime, stack
 from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.config import ConfigError, load_study, load_schema, validate
 from hpcvirt.sources import SOURCES
@@ -161,7 +161,7 @@ def _seed_image(work: Path) -> None:
     """Reuse this tree's built image in the copy (a fresh machine builds it
     by running the rule; set HPCVIRT_REBUILD_IMAGE=1 to test exactly that)."""
     if _have_image and not os.environ.get("HPCVIRT_REBUILD_IMAGE"):
-        for suffix in ("", ".sha256", ".manifest"):
+        for suffix in ("", ".sha256", ".manifest", ".suites.json"):
             src = ROOT / (IMAGE + suffix)
             if src.exists():
                 (work / IMAGE).parent.mkdir(parents=True, exist_ok=True)
@@ -204,17 +204,21 @@ def test_tiny_study_through_the_image(tmp_path):
     assert set(nb["image_digest"]) == {sidecar}
     assert set(pd.read_csv(res / "summary.csv")["testbed"]) == {tb}
 
-    # the pinned suites ran in the image from the host's own builds (bind-mounted): each row names
-    # the checksum of a pinned source of its suite
+    # the pinned suites ran in the image from its own Spack install (nothing of the host bound in): each
+    # row names the checksum of a pinned source of its suite and the lock's Spack hash of its build
     t = pd.read_csv(res / tb / "tidy.csv", keep_default_na=False, na_values=[""])
     s = t[t["benchmark"].isin(["imb", "osu_latency", "npb-ep", "commprof-cg"])]
     assert set(s["benchmark"]) == {"imb", "osu_latency", "npb-ep", "commprof-cg"}
     source_of = {"imb": "IMB", "osu_latency": "osu-micro-benchmarks", "npb-ep": "NPB", "commprof-cg": "NPB"}
     for bench, sha in set(zip(s["benchmark"], s["source_sha256"])):
         assert sha in {f[1] for f in SOURCES[source_of[bench]].files}, (bench, sha)
+    suite_of = {"imb": "imb", "osu_latency": "osu", "npb-ep": "npb", "commprof-cg": "npb"}
+    for bench, mpi, h in set(zip(s["benchmark"], s["mpi"], s["spack_hash"])):
+        assert h == build.root_of(suite_of[bench], mpi)["hash"], (bench, mpi, h)
+    assert pf["image_suites"]["lock"] == "spack-envs/laptop/spack.lock"
     imb = json.loads(next((work / f"data/raw/{campaign}/local-container/imb").glob("*/rep-1.json")).read_text())
-    argv = imb["command"]["argv"]
-    assert any(a.startswith("--bind=") and a.endswith(":/opt/hpcvirt/suites/imb-" + imb["mpi"]["impl"]) for a in argv)
+    assert not any(a.startswith("--bind=") or a == "--bind" for a in imb["command"]["argv"])   # (not --bind-to)
+    assert imb["context"]["benchmark_binary"]["build"]["spack"]["prefix"].startswith("/opt/spack/")   # the image's tree
 
     # every container measurement really went through ch-run, after the preflight
     provs = sorted((work / f"data/raw/{campaign}/local-container/netpipe").glob("*/rep-1.json"))

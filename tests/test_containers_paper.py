@@ -5,6 +5,7 @@ config/config.yaml names (paper.containers_campaign)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -102,8 +103,19 @@ def test_macros_and_table():
         + rows("local-apptainer", "none+apptainer", reps, lat=lat, bw={r: 800.0 for r in reps},
                npb={r: 2.2 for r in reps}))
     tex = containers_tex(container_ratios(tidy), campaign="container-x", latency_bytes=8,
-                         versions={"apptainer": "1.4.5", "charliecloud": "0.31"})
+                         versions={"apptainer": "1.4.5", "charliecloud": "0.31"},
+                         images={"apptainer": {"digest": "sha256:" + "a" * 64, "lock": "spack-envs/laptop/spack.lock",
+                                               "lock_sha256": "c" * 64},
+                                 "charliecloud": {"digest": "sha256:" + "b" * 64, "lock": "spack-envs/laptop/spack.lock",
+                                                  "lock_sha256": "c" * 64}})
     macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{([^\n]*)\}\n", tex))
+    # which image each runtime ran, and the lock the image's suites were installed from
+    assert macros["hvCtrImageApptainer"] == "a" * 16 and macros["hvCtrImageCharliecloud"] == "b" * 16
+    assert "\\hvctrspacktrue" in tex and macros["hvCtrLock"] == "spack-envs/laptop/spack.lock"
+    assert macros["hvCtrLockSha"] == "c" * 16
+    # images without suites of their own (the host's builds were bound in) say nothing of a lock
+    old = containers_tex(container_ratios(tidy), campaign="c", images={"apptainer": {"digest": "sha256:" + "a" * 64}})
+    assert "\\hvctrspacktrue" not in old and "hvCtrLock" not in old
     assert "\\hvcontainerstrue" in tex
     assert macros["hvCtrCampaign"] == "container-x"
     assert macros["hvCtrCharliecloudNetpipeOpenmpiShmLat"] == "1.50"
@@ -142,11 +154,16 @@ def test_the_section_uses_only_macros_the_archived_companion_defines():
     name = yaml.safe_load((ROOT / "config/config.yaml").read_text())["paper"]["containers_campaign"]
     tidy = pd.concat([pd.read_csv(p, keep_default_na=False, na_values=[""])
                       for p in sorted((ROOT / "data/results" / name).glob("*/tidy.csv"))])
+    images = {}
+    for pf in (json.loads(p.read_text()) for p in sorted((ROOT / "data/raw" / name).glob("*/preflight.json"))):
+        images[pf["runtime"]["kind"]] = {"digest": pf["image_digest"], **(pf.get("image_suites") or {})}
     tex = containers_tex(container_ratios(tidy), campaign=name, versions={"apptainer": "a", "charliecloud": "c"},
-                         bare_peaks=bare_host_peaks(tidy))
+                         images=images, bare_peaks=bare_host_peaks(tidy))
     defined = set(re.findall(r"\\newcommand\{\\(hv\w+)\}", tex))
     section = (ROOT / "paper/sections/containers.tex").read_text()
     used = set(re.findall(r"\\(hvCtr[A-Za-z]*)", section))
+    if "\\hvctrspacktrue" not in tex:             # used only in the \ifhvctrspack branch
+        used -= {"hvCtrLock", "hvCtrLockSha"}
     assert used and used <= defined, f"not defined by the archived companion campaign: {sorted(used - defined)}"
 
 

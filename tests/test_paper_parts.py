@@ -31,6 +31,25 @@ def test_every_part_is_called_once_and_every_call_has_a_part():
         assert re.match(r"% .+: needs .+", text.splitlines()[0]), f"{name}: first line must say what it needs"
 
 
+def _true_branch(block: str) -> str:
+    """The text of a conditional's true branch (``block`` starts after its ``\\if...``), up to its own
+    ``\\else`` or ``\\fi``: conditionals nested in it are inside it."""
+    depth = 0
+    for m in re.finditer(r"\\(if[a-z]+|else|fi)\b", block):
+        word = m.group(1)
+        if word.startswith("if"):
+            depth += 1
+        elif depth == 0:
+            return block[:m.start()]
+        elif word == "fi":
+            depth -= 1
+    return block
+
+
+def test_true_branch_skips_nested_conditionals():
+    assert _true_branch("a \\ifx b \\else c \\fi d \\else e \\fi") == "a \\ifx b \\else c \\fi d "
+
+
 def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     """Campaign-specific numbers (a testbed's, an experiment's) live in parts."""
     always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCpuModel", "hvCores", "hvKernel",
@@ -45,7 +64,7 @@ def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     for prefixes, flag in ((("hvCtr",), "\\ifhvcontainers"), (("hvRichter", "hvDp"), "\\ifhvdatapaths")):
         companion = {m for m in used if m.startswith(prefixes)}
         guarded = {m for text in SECTIONS.values() for block in text.split(flag)[1:]
-                   for m in part_needs(block.split("\\else", 1)[0])[0]}
+                   for m in part_needs(_true_branch(block))[0]}
         assert companion and companion <= guarded, (flag, sorted(companion - guarded))
         used -= companion
     assert used <= always, f"move these into a part: {sorted(used - always)}"

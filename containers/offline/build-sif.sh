@@ -5,8 +5,9 @@
 #
 # Usage: containers/offline/build-sif.sh OFFLINE.sqfs OUTPUT.sif
 #
-# Writes OUTPUT.sif and OUTPUT.sif.sha256 ("sha256:<hex>  OUTPUT.sif") and
-# prints that line last.  Apptainer is $APPTAINER, else the site's on PATH,
+# Writes OUTPUT.sif, OUTPUT.sif.sha256 ("sha256:<hex>  OUTPUT.sif") and
+# OUTPUT.sif.suites.json (the SquashFS image's record of the Spack builds it
+# carries) and prints the digest line last.  Apptainer is $APPTAINER, else the site's on PATH,
 # else the one `workflow/scripts/install-deps.sh apptainer` built.
 # `apptainer build` runs without --userns first and with it only when that
 # fails (root without a setuid starter needs it); the log says which and why.
@@ -50,6 +51,7 @@ else
     cat "$tmp/build.log" >&2
 fi
 mv -f "$partial" "$out"
+cp "$sqfs.suites.json" "$out.suites.json"
 end=$(date +%s)
 sum=$(sha256sum "$out" | cut -d' ' -f1)
 printf 'sha256:%s  %s\n' "$sum" "$(basename "$out")" > "$out.sha256"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Build the offline "hybrid model" image: a Debian bookworm root filesystem
 # holding the SAME MPI userland and benchmarks as this host (exact Debian
-# versions read from the host's dpkg database), packed as a bit-reproducible
+# versions read from the host's dpkg database) and the pinned suites,
+# installed into the image's own Spack tree (/opt/spack) by the project's
+# Spack from the committed lock (python -m hpcvirt.image), packed as a
 # SquashFS image.
 #
 # Usage: containers/offline/build.sh OUTPUT.sqfs
 #
-# Writes OUTPUT.sqfs, OUTPUT.sqfs.manifest (dpkg -W of the image) and
-# OUTPUT.sqfs.sha256, and prints "sha256:<hex>  OUTPUT.sqfs" as its last line.
+# Writes OUTPUT.sqfs, OUTPUT.sqfs.manifest (dpkg -W of the image),
+# OUTPUT.sqfs.suites.json (the Spack builds in the image: hashes, prefixes,
+# the lock's sha256) and OUTPUT.sqfs.sha256, and prints "sha256:<hex>  OUTPUT.sqfs" as its last line.
 #
 # Environment (all optional):
 #   SOURCE_DATE_EPOCH  fixed timestamp for every file and the filesystem
@@ -19,7 +22,9 @@
 #   HPCVIRT_WORKDIR    scratch directory (default: <repo>/.hpcvirt/build)
 #   SQUASHFS_COMP      mksquashfs compressor (default gzip)
 #
-# Needs (Debian): mmdebstrap, squashfs-tools; run as root (mmdebstrap root mode).
+# Needs (Debian): mmdebstrap, squashfs-tools, patchelf; the project's Python
+# (PYTHON, default python3: the one with the pinned packages); run as root
+# (mmdebstrap root mode; Spack installs in a private mount namespace).
 # Optional on the host (copied into the image when present): libpmix-bin,
 # ucx-utils.
 set -euo pipefail
@@ -63,11 +68,8 @@ packages=(
     qperf
     libgfortran5
 )
-# The pinned suites (hpcvirt.build) are not copied in: each containerized
-# rank gets the host's own build bind-mounted at /opt/hpcvirt/suites/<suite>-<mpi>
-# (hpcvirt.build.container_binds), so host and image run the same binaries.
-# libgfortran5 is NPB's Fortran runtime; these are the empty mount points.
-mountpoints="imb-openmpi imb-mpich npb-openmpi npb-mpich osu-openmpi osu-mpich"
+# The pinned suites are installed by Spack after mmdebstrap (below);
+# libgfortran5 is NPB's Fortran runtime.
 # Probe tools (pmix_info, ucx_info) go in when the host has them, so the
 # preflight reads versions the same way on both sides; otherwise it falls
 # back to dpkg-query, which gives the same answer.
@@ -116,7 +118,6 @@ mmdebstrap \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --include="${include[*]}" \
     --customize-hook='printf "hpcvirt\n" > "$1/etc/hostname"' \
-    --customize-hook="for d in $mountpoints; do mkdir -p \"\$1/opt/hpcvirt/suites/\$d\"; done" \
     --customize-hook='printf "127.0.0.1 localhost\n::1 localhost\n" > "$1/etc/hosts"' \
     --customize-hook=': > "$1/etc/resolv.conf"' \
     --customize-hook='chroot "$1" dpkg-query -W -f "\${Package}\t\${Version}\n" > "$1/etc/hpcvirt-manifest.tsv"' \
@@ -132,6 +133,13 @@ for spec in "${include[@]}"; do
     fi
 done
 cp "$rootfs/etc/hpcvirt-manifest.tsv" "$out.manifest"
+
+# The suites: Spack installs the lock's roots that the container testbeds
+# name into the image's /opt/spack (same DAG hashes as the lock, checked) and
+# stages them at /opt/hpcvirt/suites/<suite>-<mpi>.
+echo ">> the suites, by Spack from spack-envs/laptop/spack.lock" >&2
+PYTHONPATH="$repo/workflow/lib" HPCVIRT_ROOT="$repo" "${PYTHON:-python3}" -m hpcvirt.image install "$rootfs" >&2
+cp "$rootfs/opt/hpcvirt/suites.json" "$out.suites.json"
 
 echo ">> mksquashfs -> $out" >&2
 rm -f "$out"

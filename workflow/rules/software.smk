@@ -16,10 +16,13 @@
 rule build_offline_image:
     input:
         script="containers/offline/build.sh",
+        # the suites in the image: Spack installs them from this lock (hpcvirt.image)
+        lock="spack-envs/laptop/spack.lock",
     output:
         image=".hpcvirt/images/offline.sqfs",
         sha256=".hpcvirt/images/offline.sqfs.sha256",
         manifest=".hpcvirt/images/offline.sqfs.manifest",
+        suites=".hpcvirt/images/offline.sqfs.suites.json",
     log:
         "logs/software/build-offline-image.log",
     benchmark:
@@ -29,7 +32,7 @@ rule build_offline_image:
     resources:
         benchmark=1,
     message:
-        "build the offline image {output.image} (mmdebstrap + mksquashfs, about 2 minutes)"
+        "build the offline image {output.image} (mmdebstrap, the suites by Spack from {input.lock}, mksquashfs; about 3 minutes once the host has the suites)"
     shell:
         "workflow/scripts/build-image.sh {output.image} > {log} 2>&1"
 
@@ -39,9 +42,11 @@ rule build_offline_sif:
         script="containers/offline/build-sif.sh",
         # the same root filesystem as the offline SquashFS image
         image=".hpcvirt/images/offline.sqfs",
+        suites=".hpcvirt/images/offline.sqfs.suites.json",
     output:
         image=".hpcvirt/images/offline.sif",
         sha256=".hpcvirt/images/offline.sif.sha256",
+        suites=".hpcvirt/images/offline.sif.suites.json",
     log:
         "logs/software/build-offline-sif.log",
     benchmark:

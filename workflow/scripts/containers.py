@@ -25,13 +25,19 @@ with open(snakemake.log[0], "w") as log:
         ratios = container_ratios(tidy, latency_bytes=latency_bytes)
         print(f"{len(ratios)} ratios from {len(tidy)} tidy rows", file=log)
         # the runtimes' versions as the campaign's preflight records them
-        versions = {}
+        # and the image each ran (digest) with the Spack lock its suites were installed from
+        versions, images = {}, {}
         for path in snakemake.params.preflights:
-            rt = json.loads(Path(path).read_text()).get("container_runtime") or {}
+            pf = json.loads(Path(path).read_text())
+            rt = pf.get("container_runtime") or {}
             if rt.get("version"):
                 versions[rt.get("kind", "apptainer")] = str(rt["version"])
-        print(f"versions: {versions}", file=log)
+            if pf.get("image_digest") and (pf.get("runtime") or {}).get("kind"):
+                images[pf["runtime"]["kind"]] = {"digest": pf["image_digest"], "image": pf.get("image", ""),
+                                                 **{k: (pf.get("image_suites") or {}).get(k, "")
+                                                    for k in ("lock", "lock_sha256")}}
+        print(f"versions: {versions}; images: {images}", file=log)
         write_csv(snakemake.output.ratios, ratios)
         write_text(snakemake.output.tex, containers_tex(ratios, campaign=snakemake.params.campaign,
-                                                        latency_bytes=latency_bytes, versions=versions,
+                                                        latency_bytes=latency_bytes, versions=versions, images=images,
                                                         bare_peaks=bare_host_peaks(tidy)))

@@ -20,7 +20,8 @@ the testbed files name them through a stable link in the checkout,
 ``.hpcvirt/suites/<suite>-<mpi>`` -> that directory, which :func:`ensure`
 points at the build of the current key (installing it with Spack first when
 it is missing).  Staged, not linked to Spack's prefix: the folder is what a
-container binds and the guest image copies, and it holds the profiler and the
+guest image copies (the container image gets its own install from Spack,
+:mod:`hpcvirt.image`), and it holds the profiler and the
 record, while Spack's prefix stays Spack's.  A failed install leaves nothing
 but Spack's output, kept beside the cache as
 ``<suite>-<mpi>-<key>.failed.log``.  Builds of one suite and MPI are
@@ -98,25 +99,6 @@ def project_build(binary: str) -> tuple[str, str] | None:
 
 def in_guest(binary: str) -> bool:
     return binary.startswith(GUEST_PREFIX + "/")
-
-
-IMAGE_BUILD_RE = re.compile(r"/opt/hpcvirt/suites/(?P<suite>[a-z]+)-(?P<mpi>openmpi|mpich)(?=/|$)")
-
-
-def container_binds(argv: list[str]) -> list[str]:
-    """Bind mounts (``host:image``) that put the project's builds a
-    containerized rank runs (``/opt/hpcvirt/suites/<suite>-<mpi>/...`` in its
-    argv, e.g. a binary or an ``LD_PRELOAD``) into the image: the host's build
-    itself, so host and container run the same binaries.  The offline image
-    has the empty mount points."""
-    out = []
-    for word in argv:
-        for m in IMAGE_BUILD_RE.finditer(word):
-            if m["suite"] in RECIPES:
-                bind = f"{link_path(m['suite'], m['mpi']).resolve()}:{m.group(0)}"
-                if bind not in out:
-                    out.append(bind)
-    return out
 
 
 class BuildError(RuntimeError):
@@ -357,6 +339,27 @@ def _compile_commprof(dest: Path, log_path: Path) -> None:
         raise BuildError(f"`{' '.join(argv)}` failed with exit code {cp.returncode}")
 
 
+def ensure_all(todo: list[tuple[str, str]], *, jobs: int = 2) -> dict[tuple[str, str], dict]:
+    """:func:`ensure` of every build of ``todo``: one Spack install of every root missing, ``jobs`` packages
+    at a time, then each is staged; progress on standard error."""
+    started = time.monotonic()
+    missing = [(s, m) for s, m in todo if not (build_cache() / f"{s}-{m}-{plan(s, m)[2]}" / "build.json").is_file()]
+    installed = None
+    if missing:
+        print(f"hpcvirt.build: Spack installs {len(missing)} builds from spack-envs/{STACK}/spack.lock "
+              f"({jobs} at a time; about 2-5 minutes the first time on a machine)", file=sys.stderr, flush=True)
+        installed = _install([plan(s, m)[1]["hash"] for s, m in missing], build_cache() / "spack-install.log",
+                             jobs=jobs)
+    out = {}
+    for i, (suite, mpi) in enumerate(todo, 1):
+        out[(suite, mpi)] = ensure(suite, mpi, jobs=jobs, installed=installed)
+        print(f"hpcvirt.build: [{i}/{len(todo)}] {suite} for {mpi} ready", file=sys.stderr, flush=True)
+    if todo:
+        print(f"hpcvirt.build: {len(todo)} builds ready in {time.monotonic() - started:.1f} s "
+              f"(an installed or staged build takes no time)", file=sys.stderr, flush=True)
+    return out
+
+
 def _named_binaries(node) -> list[str]:
     """Every ``binary`` a testbed file names, at any depth."""
     if isinstance(node, dict):
@@ -445,23 +448,8 @@ def main(argv: list[str] | None = None) -> int:
             for suite, mpi in todo:
                 print(suite, mpi, f"{suite}-{mpi}-{plan(suite, mpi)[2]}", flush=True)
             return 0
-        started = time.monotonic()
-        missing = [(s, m) for s, m in todo if not (build_cache() / f"{s}-{m}-{plan(s, m)[2]}" / "build.json").is_file()]
-        installed = None
-        if missing:
-            # one Spack install of every root missing, `--jobs` packages at a time, then each is staged
-            print(f"hpcvirt.build: Spack installs {len(missing)} builds from spack-envs/{STACK}/spack.lock "
-                  f"({args.jobs} at a time; about 2-5 minutes the first time on a machine)", file=sys.stderr,
-                  flush=True)
-            installed = _install([plan(s, m)[1]["hash"] for s, m in missing], build_cache() / "spack-install.log",
-                                 jobs=args.jobs)
-        for i, (suite, mpi) in enumerate(todo, 1):
-            rec = ensure(suite, mpi, jobs=args.jobs, installed=installed)
+        for (suite, mpi), rec in ensure_all(todo, jobs=args.jobs).items():
             print(suite, mpi, rec["dir"], flush=True)   # one "<suite> <mpi> <dir>" line each (read by scripts)
-            print(f"hpcvirt.build: [{i}/{len(todo)}] {suite} for {mpi} ready", file=sys.stderr, flush=True)
-        if todo:
-            print(f"hpcvirt.build: {len(todo)} builds ready in {time.monotonic() - started:.1f} s "
-                  f"(an installed or staged build takes no time)", file=sys.stderr, flush=True)
     except (BuildError, sources.SourceError) as exc:
         print(f"hpcvirt.build: {exc}", file=sys.stderr)
         return 1

@@ -39,6 +39,7 @@ from . import apptainer, paths, provenance
 from .atomic import publish, write_json
 from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
+from .image import record as image_record
 from .config import testbed_hash
 from .execute import execute, succeeded
 from .link import UNDERLAY, label as link_label
@@ -114,7 +115,9 @@ def ensure_binary(tb: dict, c: Configuration) -> dict | None:
     is missing or older than its source or build script; return its path and
     sha256 for the provenance.  (Guests carry the same suite builds under
     ``/opt/hpcvirt/suites/``, copied into the guest image, whose key includes
-    the build keys: their record is the host build's.  The placement
+    the build keys: their record is the host build's.  A container image has
+    Spack's own install of them there: the record is the image's,
+    :func:`hpcvirt.image.record`.  The placement
     benchmark is compiled into the image.)  Paths are relative to the workflow's working directory, where
     every job runs and where the launch finds the binary."""
     bench = REGISTRY[c.benchmark]
@@ -122,6 +125,10 @@ def ensure_binary(tb: dict, c: Configuration) -> dict | None:
     binary = entry.get(bench.name, {}).get("binary")
     if binary is None:
         return None
+    keep = ("suite", "source", "recipe", "spack", "compilers", "mpi", "mpi_version", "key", "built_at", "dir")
+    if isinstance(bench.build, PinnedSource) and (which := project_build(binary)) and \
+            (rec := image_record(tb.get("runtime") or {}, *which)):
+        return {"path": binary, "build": {k: rec[k] for k in keep if k in rec}}   # Spack's install in the image
     if isinstance(bench.build, PinnedSource) and (which := project_build(binary)):
         try:
             rec = ensure_build(*which)
@@ -134,7 +141,6 @@ def ensure_binary(tb: dict, c: Configuration) -> dict | None:
             raise MeasurementError(f"{c.testbed}: the project's build of {which[0]} ({rec['dir']}) has no {program}; "
                                    f"it builds {', '.join(rec['recipe']['targets'])} (a testbed may name a site's "
                                    f"build instead)")
-        keep = ("suite", "source", "recipe", "spack", "compilers", "mpi", "mpi_version", "key", "built_at", "dir")
         return {"path": binary, "build": {k: rec[k] for k in keep if k in rec}}
     m = re.match(bench.build.host_binary, binary) if isinstance(bench.build, Compiled) else None
     if not m:

@@ -155,6 +155,8 @@ def testbed_preflight(
     2. for every MPI the study uses: host vs image MPI implementation and
        major.minor, PMIx major.minor, and UCX major.minor when the runtime
        says ``check_ucx: true`` (all four versions are always recorded);
+       the project's builds the testbed names are in the image, installed
+       by Spack with the lock's hashes (:func:`hpcvirt.image.check`);
     3. for every MPI and data path the study uses (native testbeds): a
        2-rank NetPIPE wire-up through the launcher and the container prefix.
 
@@ -197,6 +199,18 @@ def testbed_preflight(
         r = preflight(rt, mpi, runner=runner, timeout=timeout, check_ucx=check_ucx)
         rec["stacks"][mpi] = {"host": r["host"], "container": r["container"]}
         say(f"{mpi}: host {r['host']} | image {r['container']}: match")
+    from .build import _named_binaries, project_build
+    from .image import CONTAINER_RUNTIMES, ImageError, check as check_suites
+    named = sorted({b for b in map(project_build, _named_binaries(dict(tb))) if b})
+    if named and rt.get("kind") in CONTAINER_RUNTIMES:       # Spack's installs in the image vs the lock
+        try:
+            suites = check_suites(_image(rt), named)
+        except ImageError as exc:
+            raise PreflightError(str(exc)) from None
+        rec["image_suites"] = {"lock": suites["lock"], "lock_sha256": suites["lock_sha256"],
+                               "hashes": {k: v["spack"]["hash"] for k, v in suites["builds"].items()}}
+        say(f"image suites: the {len(named)} builds the testbed names are Spack's of {suites['lock']}, "
+            f"hashes as in the lock")
     rec["wireup"] = []
     if wire:
         if not KINDS[tb.get("kind", Native.name)].wraps_ranks:

@@ -96,7 +96,7 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
     kind = rt.get("kind", "none")
     if kind in NATIVE_KINDS:
         return []
-    # the testbed's binds, then those of the run (e.g. the project's suite builds, hpcvirt.build.container_binds)
+    # the testbed's binds, then those of the run
     rt["bind"] = [*(rt.get("bind") or []), *(b for b in binds or [] if b not in (rt.get("bind") or []))]
 
     if kind == "charliecloud":

@@ -35,7 +35,6 @@ from .benchmarks.common import fill
 from .netns import agent_path
 from .qemu import GUEST_ROOT
 from .placement import hosts_used, plane_hosts, run_length
-from .build import container_binds
 from .runtime import container_prefix, launch_env
 
 # Keeps only rank 0's standard output (see the script).  Relative to the
@@ -188,8 +187,7 @@ class Native(Kind, kinds.Native):
         runtime = self.tb.get("runtime", {"kind": "none"})
         argv = (fill(mpi["launcher"], **v) + fill(path.get("args", []), **v) + fill(entry.get("args", []), **v)
                 + ([RANK0_STDOUT] if wrap else [])
-                + container_prefix(runtime, binds=container_binds(job.argv),
-                                   ranks_per_node=_even_ranks_per_node(rank_hosts))
+                + container_prefix(runtime, ranks_per_node=_even_ranks_per_node(rank_hosts))
                 + job.argv)
         env = {**launch_env(runtime), **mpi.get("env", {}), **path.get("env", {}), **entry.get("env", {})}
         return argv, env
