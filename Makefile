@@ -71,7 +71,7 @@ CONTAINER_CAMPAIGN ?= container-$(shell date -u +%Y%m%dT%H%M%SZ)
 CONTAINER_FEATURES ?= base containers apptainer
 containers:
 	@workflow/scripts/install-deps.sh $(CONTAINER_FEATURES)
-	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --jobs 2
+	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --configfile config/container.yaml --jobs 2
 	@echo "hpcvirt: measuring container campaign $(CONTAINER_CAMPAIGN) (raw outputs in data/raw/$(CONTAINER_CAMPAIGN)/)"
 	snakemake $(PROFILE) data/results/$(CONTAINER_CAMPAIGN)/summary.csv --configfile config/container.yaml --config campaign=$(CONTAINER_CAMPAIGN)
 	snakemake $(PROFILE) paper/main.pdf --config 'paper={"containers_campaign": "$(CONTAINER_CAMPAIGN)"}'

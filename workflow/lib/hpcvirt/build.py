@@ -57,6 +57,7 @@ from pathlib import Path
 
 from . import paths, sources
 from . import spack as spack_mod
+from .staging import binaries, stage
 
 CACHE_ENV = paths.BUILD_CACHE_ENV
 
@@ -200,11 +201,6 @@ def plan(suite: str, mpi: str) -> tuple[Recipe, dict, str]:
 
 
 # ------------------------------------------------------------------ build
-def _binaries(d: Path) -> dict[str, str]:
-    return {str(p.relative_to(d)): sources.sha256_of(p) for p in sorted(d.rglob("*"))
-            if p.is_file() and os.access(p, os.X_OK)}
-
-
 def _point(link: Path, target: Path) -> None:
     """Make ``link`` a symlink to ``target``, atomically."""
     link.parent.mkdir(parents=True, exist_ok=True)
@@ -228,28 +224,6 @@ def _install(hashes: list[str], log: Path, *, mirror=None, jobs: int = 2) -> dic
             return spack_mod.install_roots(stack_dir(), hashes, jobs=jobs, log=log, mirror=mirror)
         except (spack_mod.SpackError, sources.SourceError) as exc:
             raise BuildError(str(exc)) from None
-
-
-def _stage(prefix: Path, dest: Path) -> None:
-    """Hard-link (else copy) the files of a Spack install prefix into ``dest``; Spack's own ``.spack``
-    folder stays, but for the spec's record."""
-    for src in sorted(prefix.rglob("*")):
-        rel = src.relative_to(prefix)
-        if rel.parts[0] == ".spack":
-            continue
-        out = dest / rel
-        if src.is_symlink():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.readlink(src), out)
-        elif src.is_dir():
-            out.mkdir(parents=True, exist_ok=True)
-        else:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(src, out)
-            except OSError:
-                shutil.copy2(src, out)
-    shutil.copy2(prefix / ".spack" / "spec.json", dest / "spack-spec.json")
 
 
 def ensure(suite: str, mpi: str, *, mirror=None, quiet: bool = False, jobs: int = 2,
@@ -292,7 +266,7 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
             done = installed if root["hash"] in (installed or {}).get("prefixes", {}) else _install(
                 [root["hash"]], log_path, mirror=mirror, jobs=jobs)
             dest.mkdir()
-            _stage(Path(done["prefixes"][root["hash"]]), dest)
+            stage(Path(done["prefixes"][root["hash"]]), dest)
             if _extras(recipe.suite, mpi):
                 _compile_commprof(dest, log_path)
         except (BuildError, OSError, subprocess.TimeoutExpired) as exc:
@@ -315,7 +289,7 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
             "extras": _extras(recipe.suite, mpi),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.monotonic() - start, 1),
-            "binaries": _binaries(dest),
+            "binaries": binaries(dest),
         }
         (dest / "build.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         os.replace(dest, out)
@@ -324,19 +298,6 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
     if not quiet:
         print(f"hpcvirt.build: {recipe.suite} for {mpi} ready in {record['build_seconds']} s: {out}",
               file=sys.stderr, flush=True)
-
-
-def _compile_commprof(dest: Path, log_path: Path) -> None:
-    """The project's PMPI profiler for Open MPI, into ``lib/`` of NPB's folder."""
-    (dest / "lib").mkdir(exist_ok=True)
-    argv = [WRAPPERS["openmpi"]["cc"], "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
-            str(dest / COMMPROF_LIB), str(COMMPROF_SRC), "-lmpi_mpifh"]
-    with open(log_path, "a") as log:
-        log.write(f"$ {' '.join(argv)}\n")
-        log.flush()
-        cp = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=300)
-    if cp.returncode != 0:
-        raise BuildError(f"`{' '.join(argv)}` failed with exit code {cp.returncode}")
 
 
 def ensure_all(todo: list[tuple[str, str]], *, jobs: int = 2) -> dict[tuple[str, str], dict]:
@@ -360,6 +321,19 @@ def ensure_all(todo: list[tuple[str, str]], *, jobs: int = 2) -> dict[tuple[str,
     return out
 
 
+def _compile_commprof(dest: Path, log_path: Path) -> None:
+    """The project's PMPI profiler for Open MPI, into ``lib/`` of NPB's folder."""
+    (dest / "lib").mkdir(exist_ok=True)
+    argv = [WRAPPERS["openmpi"]["cc"], "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
+            str(dest / COMMPROF_LIB), str(COMMPROF_SRC), "-lmpi_mpifh"]
+    with open(log_path, "a") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        cp = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=300)
+    if cp.returncode != 0:
+        raise BuildError(f"`{' '.join(argv)}` failed with exit code {cp.returncode}")
+
+
 def _named_binaries(node) -> list[str]:
     """Every ``binary`` a testbed file names, at any depth."""
     if isinstance(node, dict):
@@ -368,20 +342,26 @@ def _named_binaries(node) -> list[str]:
     return [b for v in node for b in _named_binaries(v)] if isinstance(node, list) else []
 
 
+def named_builds(tb: dict) -> list[tuple[str, str]]:
+    """The project's (suite, mpi) builds a testbed (its file's data) names."""
+    return sorted({b for b in map(project_build, _named_binaries(tb)) if b})
+
+
+def testbed_builds(select, testbed_dir: str | Path = "config/testbeds") -> list[tuple[str, str]]:
+    """The project's builds named by the testbed files for which ``select(data)`` holds."""
+    import yaml
+
+    files = sorted((paths.root() / testbed_dir).glob("*.yaml"))
+    return sorted({b for f in files if select(tb := yaml.safe_load(f.read_text()) or {}) for b in named_builds(tb)})
+
+
 def image_builds(testbed_dir: str | Path = "config/testbeds") -> list[tuple[str, str]]:
     """The builds the guests' image carries: every project build that a testbed file of a kind whose image
     carries the suites names (the guests run Open MPI's), whatever the study, so that one image serves
     every study."""
-    import yaml
-
     from .kinds import KINDS
 
-    out: set[tuple[str, str]] = set()
-    for f in sorted((paths.root() / testbed_dir).glob("*.yaml")):
-        tb = yaml.safe_load(f.read_text()) or {}
-        if getattr(KINDS.get(tb.get("kind")), "image_carries_suites", False):
-            out.update(b for b in map(project_build, _named_binaries(tb)) if b)
-    return sorted(out)
+    return testbed_builds(lambda tb: getattr(KINDS.get(tb.get("kind")), "image_carries_suites", False), testbed_dir)
 
 
 def needed(study: dict, testbeds: dict[str, dict]) -> list[tuple[str, str]]:

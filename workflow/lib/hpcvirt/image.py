@@ -46,6 +46,7 @@ from pathlib import Path
 from . import atomic, paths, sources
 from . import build as build_mod
 from . import spack as spack_mod
+from .staging import binaries, stage
 
 #: The image's Spack install tree (and its database).
 TREE = "/opt/spack"
@@ -69,14 +70,8 @@ def _say(msg: str) -> None:
 def builds(testbed_dir: str | Path = "config/testbeds") -> list[tuple[str, str]]:
     """The (suite, mpi) builds the offline image carries: the project's builds that a testbed file with a
     container runtime names (whatever the study, so that one image serves every study)."""
-    import yaml
-
-    out: set[tuple[str, str]] = set()
-    for f in sorted((paths.root() / testbed_dir).glob("*.yaml")):
-        tb = yaml.safe_load(f.read_text()) or {}
-        if (tb.get("runtime") or {}).get("kind") in CONTAINER_RUNTIMES:
-            out.update(b for b in map(build_mod.project_build, build_mod._named_binaries(tb)) if b)
-    return sorted(out)
+    return build_mod.testbed_builds(lambda tb: (tb.get("runtime") or {}).get("kind") in CONTAINER_RUNTIMES,
+                                    testbed_dir)
 
 
 # --------------------------------------------------------------- install
@@ -198,7 +193,7 @@ def install(rootfs: str | os.PathLike, *, jobs: int = 2) -> dict:
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        build_mod._stage(rootfs / prefix.lstrip("/"), dest)
+        stage(rootfs / prefix.lstrip("/"), dest)
         extra = Path(rec["dir"]) / build_mod.COMMPROF_LIB
         if rec.get("extras") and extra.is_file():
             (dest / build_mod.COMMPROF_LIB).parent.mkdir(parents=True, exist_ok=True)
@@ -206,7 +201,7 @@ def install(rootfs: str | os.PathLike, *, jobs: int = 2) -> dict:
         image_rec = {k: v for k, v in rec.items() if k not in ("dir", "link", "binaries", "build_seconds")}
         image_rec["spack"] = {**rec["spack"], "prefix": prefix, "built_here": False,
                               "installed_from": "the build cache of the host's install (Spack relocated it)"}
-        image_rec["binaries"] = build_mod._binaries(dest)
+        image_rec["binaries"] = binaries(dest)
         image_rec["dir"] = f"{SUITES}/{suite}-{mpi}"
         (dest / "build.json").write_text(json.dumps(image_rec, indent=2, sort_keys=True) + "\n")
         records[f"{suite}-{mpi}"] = image_rec

@@ -199,9 +199,9 @@ def testbed_preflight(
         r = preflight(rt, mpi, runner=runner, timeout=timeout, check_ucx=check_ucx)
         rec["stacks"][mpi] = {"host": r["host"], "container": r["container"]}
         say(f"{mpi}: host {r['host']} | image {r['container']}: match")
-    from .build import _named_binaries, project_build
+    from .build import named_builds
     from .image import CONTAINER_RUNTIMES, ImageError, check as check_suites
-    named = sorted({b for b in map(project_build, _named_binaries(dict(tb))) if b})
+    named = named_builds(dict(tb))
     if named and rt.get("kind") in CONTAINER_RUNTIMES:       # Spack's installs in the image vs the lock
         try:
             suites = check_suites(_image(rt), named)
