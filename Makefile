@@ -66,7 +66,7 @@ quick: deps-study
 # (config/container.yaml: the bare host, Charliecloud and Apptainer,
 # interleaved) into a new campaign, then the paper with it as its container
 # section (config key paper.containers_campaign; the archived main campaign
-# stays the rest of the paper).  About 20 minutes on 2 cores.
+# stays the rest of the paper).  20 to 30 minutes on 2 cores.
 CONTAINER_CAMPAIGN ?= container-$(shell date -u +%Y%m%dT%H%M%SZ)
 CONTAINER_FEATURES ?= base containers apptainer
 containers:
