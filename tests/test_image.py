@@ -138,3 +138,18 @@ def test_the_images_imb_runs_in_the_image_with_nothing_bound(tmp_path):
                         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
     assert "#bytes #repetitions" in cp.stdout and "All processes entering MPI_Finalize" in cp.stdout
+
+
+def test_the_host_paths_under_opt_are_bound_back_into_the_namespace(tmp_path, monkeypatch):
+    """While the image's /opt is /opt, Spack (under HPCVIRT_OPT) and a clone under /opt must stay reachable;
+    the mount points made for them in the image are listed, to be removed after."""
+    monkeypatch.setenv("HPCVIRT_OPT", "/opt/site/hpcvirt")
+    monkeypatch.setenv("HPCVIRT_ROOT", "/opt/site/hpcvirt/clone")     # inside the first: bound with it
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))       # not under /opt: left alone
+    assert Path("/opt/site/hpcvirt") in image._host_paths()
+    assert not any(p.is_relative_to("/opt/site/hpcvirt/clone") for p in image._host_paths())
+    assert not any(p.is_relative_to(tmp_path) for p in image._host_paths())
+    (tmp_path / "rootfs/opt").mkdir(parents=True)
+    made = image._mountpoints(tmp_path / "rootfs")
+    assert (tmp_path / "rootfs/opt/site/hpcvirt").is_dir()
+    assert made[:2] == [tmp_path / "rootfs/opt/site/hpcvirt", tmp_path / "rootfs/opt/site"]

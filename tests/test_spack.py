@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,19 @@ def test_install_refuses_an_mpich_prefix_other_than_the_one_made_here(tmp_path, 
     with pytest.raises(hspack.SpackError, match=rf"laptop/spack.yaml: MPICH's external prefix is not "
                                                 rf"{tmp_path}/opt/debian-mpich-4.0.2"):
         hspack.install(env)
+
+
+@needs_mirror
+@pytest.mark.parametrize("stack", ["openmpi-ucx", "mpich"])
+def test_a_cluster_stacks_def_is_what_spack_containerize_renders_with_the_projects_template(stack):
+    """containers/<stack>.def is generated, not edited: `spack containerize` with the project's template
+    (containers/templates/container/hpcvirt.def) renders it byte for byte; the build stage installs the
+    committed lock and checks its roots' hashes."""
+    cp = subprocess.run([sys.executable, "-m", "hpcvirt.spack", "spack", "containerize"],
+                        cwd=ROOT / "spack-envs" / stack, capture_output=True, text=True, timeout=600,
+                        env={**os.environ, "PYTHONPATH": str(ROOT / "workflow/lib"), "HPCVIRT_ROOT": str(ROOT)})
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    committed = (ROOT / "containers" / f"{stack}.def").read_text()
+    assert cp.stdout == committed, "regenerate: cd spack-envs/<stack> && python -m hpcvirt.spack spack containerize"
+    assert f"spack-envs/{stack}/spack.lock" in committed and "spack -e . concretize" not in committed
+    assert "'not the lock'" in committed

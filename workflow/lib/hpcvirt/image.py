@@ -108,16 +108,35 @@ def _bind(src: str | Path, dst: str | Path) -> None:
     subprocess.run(["mount", "--rbind", str(src), str(dst)], check=True)
 
 
+def _host_paths() -> list[Path]:
+    """What of the host under /opt Spack needs while /opt is the image's: Spack itself (and MPICH's prefix
+    of links), and the clone, its work folder and this Python when they are there too."""
+    want = {spack_mod.opt_root(), paths.root(), paths.workdir(), Path(sys.prefix), Path(sys.base_prefix)}
+    under = sorted(p.resolve() for p in want if p.resolve().is_relative_to("/opt"))
+    return [p for p in under if not any(p != q and p.is_relative_to(q) for q in under)]
+
+
+def _mountpoints(rootfs: Path) -> list[Path]:
+    """Make the mount points of :func:`_host_paths` in the image; return those made (to remove after)."""
+    made = []
+    for p in _host_paths():
+        d = rootfs / p.relative_to("/")
+        missing = [d, *d.parents][:len([q for q in [d, *d.parents] if not q.exists()])]
+        d.mkdir(parents=True, exist_ok=True)
+        made += missing
+    return made
+
+
 def _inside(rootfs: Path, specfiles: list[str], cache: Path, log_path: Path) -> int:
-    """In a private mount namespace (see :func:`install`): the image's /opt at /opt, then Spack installs."""
+    """In a private mount namespace (see :func:`install`): the image's /opt at /opt, the host's paths of
+    :func:`_host_paths` bound back in, then Spack installs."""
     host_opt = spack_mod.state_dir() / "host-opt"
     host_opt.mkdir(parents=True, exist_ok=True)
+    keep = _host_paths()                # resolved before /opt changes
     _bind("/opt", host_opt)
     _bind(rootfs / "opt", "/opt")
-    opt = spack_mod.opt_root()          # Spack itself (and MPICH's prefix of links) live here
-    if opt.is_relative_to("/opt"):
-        (rootfs / opt.relative_to("/")).mkdir(parents=True, exist_ok=True)
-        _bind(host_opt / opt.relative_to("/opt"), opt)
+    for p in keep:
+        _bind(host_opt / p.relative_to("/opt"), p)
     with open(log_path, "a") as log:
         try:
             _spack(["install", "--cache-only", "--no-check-signature", "--only", "package"]
@@ -170,9 +189,15 @@ def install(rootfs: str | os.PathLike, *, jobs: int = 2) -> dict:
         _spack(["buildcache", "push", "--unsigned", "--only", "package", "--force", "--update-index", str(cache)]
                + [f"/{h}" for h in hashes.values()], log=log)
     specfiles = [str(Path(rec["dir"]) / "spack-spec.json") for rec in host.values()]
-    cp = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "hpcvirt.image",
-                         "_inside", str(rootfs), str(cache), str(log_path), *specfiles],
-                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    made = _mountpoints(rootfs)
+    try:
+        cp = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-m", "hpcvirt.image",
+                             "_inside", str(rootfs), str(cache), str(log_path), *specfiles], capture_output=True,
+                            text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    finally:
+        for d in made:                  # mount points the image did not have before
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
     sys.stderr.write(cp.stderr)
     if cp.returncode != 0:
         raise ImageError(f"Spack could not install the suites into the image; log: {log_path}")

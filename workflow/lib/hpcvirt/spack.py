@@ -202,7 +202,8 @@ SCOPE_FILES = {
     # no source to bootstrap from: clingo comes from SPACK_PYTHON, patchelf from Debian, or Spack stops
     # (``enable: false`` would stop it before it even imports clingo)
     "bootstrap.yaml": "bootstrap::\n  enable: true\n  sources: []\n  trusted: {{}}\n",
-    "config.yaml": "config:\n  build_jobs: {jobs}\n",
+    # template_dirs: the project's template for `spack containerize` (containers/templates/container/hpcvirt.def)
+    "config.yaml": "config:\n  build_jobs: {jobs}\n  template_dirs:\n  - {templates}\n",
     "mirrors.yaml": "mirrors::\n  hpcvirt-sources:\n    url: file://{mirror}\n",
 }
 
@@ -224,7 +225,8 @@ def environment(copies: dict[str, str]) -> dict:
 def _scope(mirror_dir: Path) -> Path:
     scope = state_dir() / "scope"
     for name, text in SCOPE_FILES.items():
-        want = text.format(mirror=mirror_dir, jobs=max(1, min(os.cpu_count() or 1, 16)))
+        want = text.format(mirror=mirror_dir, jobs=max(1, min(os.cpu_count() or 1, 16)),
+                           templates=paths.root() / "containers" / "templates")
         f = scope / name
         if not (f.is_file() and f.read_text() == want):
             atomic.write_text(f, want)
