@@ -46,15 +46,19 @@ from pathlib import Path
 from . import atomic, paths, sources
 from . import build as build_mod
 from . import spack as spack_mod
+from .runtime import NATIVE_KINDS
 from .staging import binaries, stage
+
+
+def containerized(runtime: dict | None) -> bool:
+    """Whether a testbed's ``runtime`` runs each rank in an image (which carries the suites)."""
+    return (runtime or {}).get("kind", "none") not in NATIVE_KINDS
 
 #: The image's Spack install tree (and its database).
 TREE = "/opt/spack"
 #: Where the image's staged builds are, and their records.
 SUITES = "/opt/hpcvirt/suites"
 RECORDS = "/opt/hpcvirt/suites.json"
-#: The runtimes whose image carries the suites.
-CONTAINER_RUNTIMES = ("charliecloud", "apptainer", "singularity")
 #: What of a prefix's ``.spack`` folder stays on the host: the build's logs and environment, when and where it was built.
 HOST_RECORDS = ("spack-build-*", "install_times.json", "install_environment.json")
 
@@ -70,8 +74,7 @@ def _say(msg: str) -> None:
 def builds(testbed_dir: str | Path = "config/testbeds") -> list[tuple[str, str]]:
     """The (suite, mpi) builds the offline image carries: the project's builds that a testbed file with a
     container runtime names (whatever the study, so that one image serves every study)."""
-    return build_mod.testbed_builds(lambda tb: (tb.get("runtime") or {}).get("kind") in CONTAINER_RUNTIMES,
-                                    testbed_dir)
+    return build_mod.testbed_builds(lambda tb: containerized(tb.get("runtime")), testbed_dir)
 
 
 # --------------------------------------------------------------- install
@@ -244,15 +247,13 @@ def records_of(image: str | os.PathLike) -> dict | None:
     """The suites' records of a built image (``<image>.suites.json``), None for an image without them."""
     p = paths.resolve(image)
     side = p.with_name(p.name + ".suites.json")
-    if not side.is_file() and p.suffix == ".sif":      # a SIF is made from the SquashFS image's tree
-        side = p.with_suffix(".sqfs").with_name(p.with_suffix(".sqfs").name + ".suites.json")
     return json.loads(side.read_text()) if side.is_file() else None
 
 
 def record(runtime: dict, suite: str, mpi: str) -> dict | None:
     """The record of the build of ``suite`` for ``mpi`` that a run in the runtime's image runs, or None when
     the runtime has no image that carries it."""
-    if (runtime or {}).get("kind") not in CONTAINER_RUNTIMES:
+    if not containerized(runtime):
         return None
     recs = records_of(runtime["image"])
     return (recs or {}).get("builds", {}).get(f"{suite}-{mpi}")

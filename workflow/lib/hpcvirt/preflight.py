@@ -200,9 +200,9 @@ def testbed_preflight(
         rec["stacks"][mpi] = {"host": r["host"], "container": r["container"]}
         say(f"{mpi}: host {r['host']} | image {r['container']}: match")
     from .build import named_builds
-    from .image import CONTAINER_RUNTIMES, ImageError, check as check_suites
+    from .image import ImageError, check as check_suites, containerized
     named = named_builds(dict(tb))
-    if named and rt.get("kind") in CONTAINER_RUNTIMES:       # Spack's installs in the image vs the lock
+    if named and containerized(rt):       # Spack's installs in the image vs the lock
         try:
             suites = check_suites(_image(rt), named)
         except ImageError as exc:
