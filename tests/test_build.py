@@ -44,7 +44,7 @@ def test_project_binaries_are_recognised():
 def test_every_suite_is_a_spack_package_of_a_pinned_source_and_names_its_binaries():
     for name, recipe in build.RECIPES.items():
         assert recipe.source in sources.SOURCES, name
-        assert name in build.BINARY_DIRS
+        assert recipe.binary_dir, name
         assert hspack.MIRRORED[recipe.package][0] == recipe.source, name
 
 
@@ -58,6 +58,17 @@ def test_each_build_is_one_root_of_the_laptop_lock():
     # the profiler built beside NPB with Open MPI is part of that build's key
     npb = plans[("npb", "openmpi")]
     assert npb[2] != npb[1]["hash"][:16] == build.build_key(npb[1]["hash"], {})
+    assert build._extras("npb", "openmpi") == {"workflow/src/commprof.c": sources.sha256_of(ROOT / "workflow/src/commprof.c")}
+    assert build._extras("npb", "mpich") == {} == build._extras("imb", "openmpi")
+
+
+def test_the_suites_are_what_the_benchmarks_declare():
+    """build.py names no suite: the recipes come from the benchmarks' PinnedSource declarations."""
+    assert sorted(build.RECIPES) == ["imb", "milc", "npb", "osu"]
+    npb = build.RECIPES["npb"]
+    assert (npb.source, npb.package, npb.binary_dir) == ("NPB", "npb", "bin")
+    assert "cg.A" in npb.targets and "lib/libhpcvirt-commprof.so (openmpi only)" in npb.describe()["targets"]
+    assert [lib.lib for lib in npb.libraries_for("openmpi")] == ["lib/libhpcvirt-commprof.so"]
     assert build.build_key("a" * 32, {"x": "1"}) != build.build_key("a" * 32, {"x": "2"})
     assert build.build_key("a" * 32, {}) != build.build_key("b" * 32, {})
 

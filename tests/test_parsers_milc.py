@@ -131,14 +131,14 @@ def test_the_declaration():
     # an input without references is refused before any job runs
     assert "no reference values for (lattice, steps) [('8x8x8x8', 2)]" in BENCHMARK.check(
         {**exp, "steps": 12, "inputs": [{"steps": 2}]})
-    assert build.BINARY_DIRS["milc"] == "bin/su3_rhmd_hisq"
+    assert build.RECIPES["milc"].binary_dir == "bin/su3_rhmd_hisq"
     assert build.RECIPES["milc"].source == "MILC" and build.RECIPES["milc"].package == "milc"
 
 
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_a_tiny_run_end_to_end_through_the_wrapper(tmp_path, mpi):
     """The project's build (python -m hpcvirt.build milc), 6^4 for one trajectory on 2 ranks."""
-    binary = build.link_path("milc", mpi) / build.BINARY_DIRS["milc"]
+    binary = build.link_path("milc", mpi) / build.RECIPES["milc"].binary_dir
     launcher = {"openmpi": "mpirun.openmpi", "mpich": "mpirun.mpich"}[mpi]
     if not binary.is_file() or shutil.which(launcher) is None:
         pytest.skip(f"no build of MILC for {mpi} (python -m hpcvirt.build --mpi {mpi} milc)")

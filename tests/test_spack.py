@@ -86,6 +86,9 @@ def test_a_mirror_file_with_a_wrong_checksum_fails_naming_it(tmp_path, monkeypat
     monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))     # an empty source cache
     bad = tmp_path / "mirror"
     bad.mkdir()
+    for f in Path(MIRROR).iterdir():        # the other packages' files are good: whatever the order, NPB's fails
+        if f.is_file() and f.name != "NPB3.4.1.tar.gz":
+            (bad / f.name).symlink_to(f)
     (bad / "NPB3.4.1.tar.gz").write_bytes(b"not the NAS Parallel Benchmarks\n")
     dest = tmp_path / "spack-mirror"
     with pytest.raises(sources.SourceError, match=r"NPB3.4.1.tar.gz \(NPB 3.4.1, from .*/mirror/NPB3.4.1.tar.gz\) "

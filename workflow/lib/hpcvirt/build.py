@@ -2,7 +2,10 @@
 the project's pinned Spack from the committed lock of the laptop stack
 (``spack-envs/laptop/spack.lock``), offline from the source mirror
 (:mod:`hpcvirt.spack`; the recipes, flags and patches are the project's Spack
-recipes, ``spack-envs/repo``).
+recipes, ``spack-envs/repo``).  Which suites there are, and what each builds,
+the benchmarks declare (their ``build``, a
+:class:`~hpcvirt.benchmarks.PinnedSource` with a ``suite``): this module
+names none.
 
 A suite's build for one MPI is the lock's root that builds the suite's Spack
 package against that MPI.  Its *build key* is that root's Spack DAG hash
@@ -11,7 +14,8 @@ project's profiler source, built beside it).  Builds are staged in the cache::
 
     <cache>/<suite>-<mpi>-<key>/              the build testbeds name
         bin/ or libexec/... share/...         the Spack install prefix's files (hard links)
-        lib/libhpcvirt-commprof.so            NPB with Open MPI: the project's PMPI profiler
+        lib/...                               a library of the project's that a benchmark builds into it
+                                              (``library``: NPB's folder for Open MPI has the PMPI profiler)
         spack-spec.json                       Spack's record of the spec (its .spack/spec.json)
         build.json                            its provenance (below)
 
@@ -70,21 +74,6 @@ WRAPPERS = {
     "mpich": {"cc": "mpicc.mpich", "cxx": "mpicxx.mpich", "fc": "mpif90.mpich"},
 }
 
-#: NPB kernels and classes the stack builds (the classes fit a laptop; a
-#: site builds B/C with Spack and names them in its testbed file).
-NPB_KERNELS = ("cg", "ep", "ft", "is", "lu", "mg")
-NPB_CLASSES = ("S", "W", "A")
-
-#: The project's communication profiler (a PMPI library for Open MPI), built
-#: beside NPB into ``lib/libhpcvirt-commprof.so`` of the Open MPI build.
-COMMPROF_SRC = Path(__file__).resolve().parents[2] / "src" / "commprof.c"
-COMMPROF_LIB = "lib/libhpcvirt-commprof.so"
-
-#: Where a build's binaries are, below its directory (what a testbed's
-#: ``binary`` names after ``.hpcvirt/suites/<suite>-<mpi>/``).
-BINARY_DIRS = {"npb": "bin", "imb": "bin/IMB-MPI1", "osu": "libexec/osu-micro-benchmarks/mpi",
-               "milc": "bin/su3_rhmd_hisq"}
-
 
 #: A testbed ``binary`` that names the project's build of a suite: on the
 #: host (``.hpcvirt/suites/``) or in the guest image (``/opt/hpcvirt/suites/``).
@@ -108,26 +97,45 @@ class BuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Recipe:
-    """A suite: its pinned source, the Spack package of the stack that builds it, what it installs."""
+    """A suite: its pinned source, the Spack package of the stack that builds it, where its binaries are
+    (what a testbed's ``binary`` names after ``.hpcvirt/suites/<suite>-<mpi>/``), what it installs, and the
+    libraries of the project's compiled into it."""
     suite: str
     source: str              # a key of hpcvirt.sources.SOURCES
     package: str             # the Spack package (spack-envs/repo)
+    binary_dir: str
     targets: tuple[str, ...] = ()
+    libraries: tuple = ()    # hpcvirt.benchmarks.Library
 
     def describe(self) -> dict:
         return {"suite": self.suite, "source": self.source, "spack_package": self.package,
-                "stack": f"spack-envs/{STACK}", "targets": list(self.targets)}
+                "stack": f"spack-envs/{STACK}",
+                "targets": [*self.targets, *(f"{lib.lib} ({lib.mpi} only)" for lib in self.libraries)]}
+
+    def libraries_for(self, mpi: str) -> tuple:
+        return tuple(lib for lib in self.libraries if lib.mpi == mpi)
 
 
-RECIPES = {r.suite: r for r in (
-    Recipe("npb", "NPB", "npb", tuple(f"{k}.{c}" for c in NPB_CLASSES for k in NPB_KERNELS)
-           + ("lib/libhpcvirt-commprof.so (Open MPI only)",)),
-    Recipe("imb", "IMB", "intel-mpi-benchmarks", ("IMB-MPI1",)),
-    Recipe("osu", "osu-micro-benchmarks", "osu-micro-benchmarks",
-           ("c/mpi (pt2pt, collective, one-sided, startup)",)),
-    Recipe("milc", "MILC", "milc", ("ks_imp_rhmc/su3_rhmd_hisq", "share/milc/rationals.sample.su3_rhmc_hisq_f211 "
-                                    "(input data)")),
-)}
+def recipes() -> dict[str, Recipe]:
+    """The suites the benchmarks declare (``build = PinnedSource(..., suite=...)``): one recipe per suite, from
+    the declaration that names its Spack package, with every library a benchmark builds into it."""
+    from .benchmarks import REGISTRY, PinnedSource
+
+    decls = [b.build for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.suite]
+    out = {}
+    for d in decls:
+        if d.spack_package:
+            if d.suite in out:
+                raise BuildError(f"suite {d.suite!r} is declared twice with a Spack package")
+            libs = tuple(o.library for o in decls if o.suite == d.suite and o.library)
+            out[d.suite] = Recipe(d.suite, d.name, d.spack_package, d.binary_dir, d.targets, libs)
+    missing = sorted({d.suite for d in decls} - set(out))
+    if missing:
+        raise BuildError(f"suites {missing} are used but no benchmark declares their Spack package")
+    return dict(sorted(out.items()))
+
+
+RECIPES = recipes()
 
 
 # ------------------------------------------------------------------ tools
@@ -185,7 +193,12 @@ def root_of(suite: str, mpi: str, env_dir: Path | None = None) -> dict:
 
 def _extras(suite: str, mpi: str) -> dict[str, str]:
     """The project's own sources built into a suite's folder: path -> sha256."""
-    return {"workflow/src/commprof.c": sources.sha256_of(COMMPROF_SRC)} if (suite, mpi) == ("npb", "openmpi") else {}
+    return {lib.source: sources.sha256_of(_source(lib)) for lib in RECIPES[suite].libraries_for(mpi)}
+
+
+def _source(lib) -> Path:
+    """A library's source, in the checkout this module belongs to (``workflow/src/...``)."""
+    return Path(__file__).resolve().parents[3] / lib.source
 
 
 def build_key(spack_hash: str, extras: dict[str, str]) -> str:
@@ -267,8 +280,8 @@ def _build(recipe: Recipe, root: dict, key: str, out: Path, mpi: str, quiet: boo
                 [root["hash"]], log_path, mirror=mirror, jobs=jobs)
             dest.mkdir()
             stage(Path(done["prefixes"][root["hash"]]), dest)
-            if _extras(recipe.suite, mpi):
-                _compile_commprof(dest, log_path)
+            for lib in recipe.libraries_for(mpi):
+                _compile_library(lib, mpi, dest, log_path)
         except (BuildError, OSError, subprocess.TimeoutExpired) as exc:
             if log_path.is_file():
                 shutil.copyfile(log_path, failed_log)
@@ -321,11 +334,11 @@ def ensure_all(todo: list[tuple[str, str]], *, jobs: int = 2) -> dict[tuple[str,
     return out
 
 
-def _compile_commprof(dest: Path, log_path: Path) -> None:
-    """The project's PMPI profiler for Open MPI, into ``lib/`` of NPB's folder."""
-    (dest / "lib").mkdir(exist_ok=True)
-    argv = [WRAPPERS["openmpi"]["cc"], "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
-            str(dest / COMMPROF_LIB), str(COMMPROF_SRC), "-lmpi_mpifh"]
+def _compile_library(lib, mpi: str, dest: Path, log_path: Path) -> None:
+    """A library of the project's (a benchmark's ``library``), by the MPI's C wrapper into the build's folder."""
+    (dest / lib.lib).parent.mkdir(parents=True, exist_ok=True)
+    argv = [WRAPPERS[mpi]["cc"], "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
+            str(dest / lib.lib), str(_source(lib)), *lib.link]
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()

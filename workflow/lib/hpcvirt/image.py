@@ -222,10 +222,9 @@ def install(rootfs: str | os.PathLike, *, jobs: int = 2) -> dict:
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
         stage(rootfs / prefix.lstrip("/"), dest)
-        extra = Path(rec["dir"]) / build_mod.COMMPROF_LIB
-        if rec.get("extras") and extra.is_file():
-            (dest / build_mod.COMMPROF_LIB).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(extra, dest / build_mod.COMMPROF_LIB)
+        for lib in build_mod.RECIPES[suite].libraries_for(mpi):     # the project's libraries, as the host built them
+            (dest / lib.lib).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(Path(rec["dir"]) / lib.lib, dest / lib.lib)
         image_rec = {k: v for k, v in rec.items() if k not in ("dir", "link", "binaries", "build_seconds")}
         image_rec["spack"] = {**rec["spack"], "prefix": prefix, "built_here": False,
                               "installed_from": "the build cache of the host's install (Spack relocated it)"}

@@ -58,14 +58,19 @@ from .apptainer import OPT_ENV
 SOURCE = "spack"
 STAMP = ".hpcvirt-unpack.json"
 
-#: The Spack packages whose archives the project pins: package -> (pinned source, Spack version).  MILC's
-#: Spack version is the commit's first 8 digits (a 40-digit version would make Spack fetch with git).
-MIRRORED = {
-    "npb": ("NPB", "3.4.1"),
-    "intel-mpi-benchmarks": ("IMB", "2021.3"),
-    "osu-micro-benchmarks": ("osu-micro-benchmarks", "7.4"),
-    "milc": ("MILC", "1e11e121"),
-}
+def _mirrored() -> dict[str, tuple[str, str]]:
+    """The Spack packages whose archives the project pins, as the benchmarks declare them (``build =
+    PinnedSource(..., spack_package=...)``): package -> (pinned source, Spack version).  A version that is a
+    commit is its first 8 digits (a 40-digit version would make Spack fetch with git)."""
+    from .benchmarks import REGISTRY, PinnedSource
+
+    decls = [b.build for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.spack_package]
+    return {d.spack_package: (d.name, d.version[:8] if re.fullmatch(r"[0-9a-f]{40}", d.version) else d.version)
+            for d in decls}
+
+
+#: package -> (pinned source, Spack version) of every package whose archive the project pins (:func:`_mirrored`).
+MIRRORED = _mirrored()
 
 #: Debian's MPICH shares /usr with Open MPI (``/usr/bin/mpicc`` is Open MPI's wrapper): Spack gets a prefix of
 #: its own for it, links to the ``*.mpich`` tools and MPICH's headers and libraries.  The laptop stack's

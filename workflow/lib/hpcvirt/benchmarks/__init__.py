@@ -35,11 +35,11 @@ import importlib
 from dataclasses import dataclass, field
 
 from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, ClientServer, Compiled, Group,
-                   Int, Ints, Job, Mpis, Package, Param, Paths, PinnedSource)
+                   Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource)
 
 __all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Choice", "Choices", "ClientServer",
-           "Compiled", "Group", "Int", "Ints", "Job", "Mpis", "Package", "Param", "Paths", "PinnedSource", "REGISTRY",
-           "Registry", "enabled", "MODULES"]
+           "Compiled", "Group", "Int", "Ints", "Job", "Library", "Mpis", "Package", "Param", "Paths", "PinnedSource",
+           "REGISTRY", "Registry", "enabled", "MODULES"]
 
 
 # ----------------------------------------------------------------- registry

@@ -155,13 +155,36 @@ class Compiled:
 
 
 @dataclass(frozen=True)
+class Library:
+    """A source of the project's (``workflow/src/``) compiled by the MPI's C wrapper into a suite's build, for
+    one MPI: ``lib`` below the build's folder, linked with ``link``."""
+
+    source: str
+    lib: str
+    mpi: str
+    link: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PinnedSource:
     """A pinned source archive (name, version); the testbed names the
-    binaries built from it (a site's Spack build, or the project's build)."""
+    binaries built from it (a site's Spack build, or the project's build).
+
+    The project's build (:mod:`hpcvirt.build`): ``suite``, the folder
+    ``.hpcvirt/suites/<suite>-<mpi>`` a testbed file names; ``spack_package``,
+    the Spack package of the stack that builds it (a benchmark that runs a
+    suite another declares leaves it empty); ``binary_dir``, where the
+    binaries are below the folder; ``targets``, what it installs (recorded);
+    ``library``, a source of the project's built into the folder."""
 
     name: str
     version: str
     packages: tuple[str, ...] = ()
+    suite: str = ""
+    spack_package: str = ""
+    binary_dir: str = ""
+    targets: tuple[str, ...] = ()
+    library: Library | None = None
 
     def describe(self) -> str:
         return f"pinned source {self.name} {self.version}; the testbed names the built binaries"

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Ints, Job, Paths, PinnedSource
+from .base import Benchmark, Choices, Ints, Job, Library, Paths, PinnedSource
 from .npb import CLASSES, KERNELS
 from .npb import BENCHMARK as NPB
 
@@ -92,7 +92,9 @@ class CommProfile(Benchmark):
         "paths": Paths("Data paths; `net` spreads the ranks over two hosts.", ["shm"]),
     }
     raw_template = "{mpi}-{path}_{kernel}.{klass}_n{ranks}"
-    build = PinnedSource("NPB", "3.4.1")
+    # NPB's build (npb.py declares it), with the profiler compiled into it for Open MPI
+    build = PinnedSource("NPB", "3.4.1", suite="npb",
+                         library=Library("workflow/src/commprof.c", LIB, "openmpi", ("-lmpi_mpifh",)))
     metrics = {"mpi_time_share": "fraction", "wall_time": "s", "bytes_sent": "count"}
     success = ("the NPB run is accepted (complete summary, verification SUCCESSFUL) and the profile block is complete "
                "(a rank line per rank, end line)")

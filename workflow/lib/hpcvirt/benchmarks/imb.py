@@ -114,7 +114,8 @@ class IMB(Benchmark):
                           "(its default policy: about 40 MB per size).", 1000, minimum=1, maximum=10_000_000),
     }
     raw_template = "{mpi}-{path}_{test}_{min_log2}-{max_log2}_i{iterations}"
-    build = PinnedSource("IMB", "2021.3")
+    build = PinnedSource("IMB", "2021.3", suite="imb", spack_package="intel-mpi-benchmarks",
+                         binary_dir="bin/IMB-MPI1", targets=("IMB-MPI1",))
     success = ("a complete table for the benchmark up to 2^max_log2 bytes and the line "
                "'All processes entering MPI_Finalize', with no launcher/MPI error text")
 

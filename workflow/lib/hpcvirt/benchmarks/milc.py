@@ -332,7 +332,9 @@ class MILC(Application):
 
     def raw_params(self, s: dict) -> str:
         return super().raw_params(s) + ("" if s.get("steps", STEPS) == STEPS else f"_s{s['steps']}")
-    build = PinnedSource("MILC", VERSION)
+    build = PinnedSource("MILC", VERSION, suite="milc", spack_package="milc", binary_dir="bin/su3_rhmd_hisq",
+                         targets=("ks_imp_rhmc/su3_rhmd_hisq",
+                                  "share/milc/rationals.sample.su3_rhmc_hisq_f211 (input data)"))
     metrics = {"wall_time": "s", "time_per_trajectory": "s", "time_per_cg_iteration": "us", "cg_iterations": "count"}
     success = ("MILC reaches its normal end ('RUNNING COMPLETED', 'exit:', the wrapper's 'end') on the launched ranks, "
                "every CG converges, and after every trajectory the plaquettes, delta S, chiral condensates and "

@@ -216,7 +216,9 @@ PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")}
 class OSU(Benchmark):
     name = "osu"
     experiment = "osu"
-    build = PinnedSource("osu-micro-benchmarks", "7.4")
+    build = PinnedSource("osu-micro-benchmarks", "7.4", suite="osu", spack_package="osu-micro-benchmarks",
+                         binary_dir="libexec/osu-micro-benchmarks/mpi",
+                         targets=("c/mpi (pt2pt, collective, one-sided, startup)",))
     title = "OSU Micro-Benchmarks 7.4: point-to-point latency/bandwidth and collectives (Atif et al.)"
     params = {
         "mpis": Mpis(),
