@@ -376,65 +376,22 @@ def test_a_killed_command_leaves_its_process_in_the_guest_until_kill_strays(clus
         cluster.kill_strays(("x; reboot",))
 
 
-@pytest.mark.vm
-@needs_qemu
-def test_nic_interrupts_go_to_vcpu0_and_ranks_bind_to_one_vcpu_each(image):
-    """Guests of two vCPUs: the NIC's queue interrupts are delivered to vCPU 0 from boot on, and with the
-    testbed's launcher (vm.bind_ranks) each rank runs on one vCPU, a guest's first rank on vCPU 0."""
-    tag = _tag()
-    try:
-        with QemuCluster(tag, guests=2, vcpus=2, image=image) as c:
-            assert c.info["nic_irqs_on_cpu0"] == {"g0": 2, "g1": 2}
-            for i in range(2):
-                lists = c.run(i, "for i in $(awk -F: '/virtio[0-9]+-(input|output)\\./ { print $1 }' "
-                                 "/proc/interrupts); do cat /proc/irq/$i/smp_affinity_list; done",
-                              timeout=60).stdout.split()
-                assert lists == ["0", "0"]
-            argv = kind(VM, c).mpi_launcher("openmpi", ["g0", "g0", "g1", "g1"], "net")
-            out = c.run(0, argv[-1] + " sh -c 'echo $(hostname) $OMPI_COMM_WORLD_LOCAL_RANK "
-                                      "$(grep Cpus_allowed_list /proc/self/status | cut -f2)'", timeout=120).stdout
-            seen = sorted(tuple(line.split()) for line in out.splitlines() if line.startswith("g"))
-            assert seen == [("g0", "0", "0"), ("g0", "1", "1"), ("g1", "0", "0"), ("g1", "1", "1")], out
-    finally:
-        _forget(tag)
-    assert _leftovers(tag) == []
-
-
-@pytest.mark.vm
-@needs_qemu
-def test_guests_on_the_direct_path_macvtap(image):
-    """network.path macvtap: no bridge in the namespace; each guest's NIC is a macvtap of one lower device,
-    and MPI's bytes between the guests cross both macvtaps (their counters), the rate limit at each guest's
-    egress; nothing is left, the macvtaps' device nodes included."""
+def _macvtap_missing() -> str:
     from hpcvirt import link
+    return link.probe("macvtap")
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_link import _bytes        # (rx, tx) bytes of an interface in a namespace
 
-    if link.probe("macvtap"):
-        pytest.skip(f"this kernel has no macvtap: {link.probe('macvtap')}")
+@pytest.fixture(scope="module")
+def direct(image):
+    """A second cluster, booted once for three tests (a boot under TCG costs about a minute): guests of
+    two vCPUs, on the direct path (macvtap, rate 10 Gbit/s) where the kernel has macvtap, else on the
+    bridge.  The last of its tests kills a guest; teardown checks that nothing is left, the macvtaps'
+    device nodes included."""
     tag = _tag()
+    path = {} if _macvtap_missing() else {"subnet": "198.18.9.0/24", "path": "macvtap", "rate": "10gbit"}
     try:
-        with QemuCluster(tag, guests=2, image=image, subnet="198.18.9.0/24", path="macvtap", rate="10gbit") as c:
-            n = names(tag)
-            assert c.info["link"] == "macvtap, rate 10gbit"
-            show = lambda *a: subprocess.run(["ip", "-n", c.ns, *a], capture_output=True, text=True,  # noqa: E731
-                                             timeout=10, check=True).stdout
-            assert show("link", "show", "type", "bridge").strip() == ""          # no software switch
-            for tap in n["taps"]:
-                assert "macvtap mode bridge" in show("-d", "link", "show", "dev", tap)
-                qd = subprocess.run(["tc", "-n", c.ns, "qdisc", "show", "dev", tap], capture_output=True,
-                                    text=True, timeout=10).stdout
-                assert "qdisc tbf" in qd and "rate 10Gbit" in qd, qd
-            assert len(list(c.run_dir.glob("*.tapdev"))) == 2
-            before = {t: _bytes(c.ns, t) for t in n["taps"]}
-            _run_mpi(c, "openmpi", ["NPopenmpi", "-l", "1", "-u", str(2**20), "-p", "0", "-o", "/root/np.out"],
-                     timeout=300)
-            rows = [r.split() for r in c.run(0, "cat /root/np.out", timeout=30).stdout.splitlines() if r.strip()]
-            assert rows and int(float(rows[-1][0])) == 2**20
-            sent = sum(int(float(r[0])) for r in rows)
-            moved = {t: sum(_bytes(c.ns, t)) - sum(before[t]) for t in n["taps"]}
-            assert all(m >= 2 * sent for m in moved.values()), (moved, sent)   # each way through each macvtap
+        with QemuCluster(tag, guests=2, vcpus=2, image=image, **path) as c:
+            yield c
         assert _leftovers(tag) == [] and not list(names(tag)["run_dir"].glob("*.tapdev"))
     finally:
         _forget(tag)
@@ -442,30 +399,78 @@ def test_guests_on_the_direct_path_macvtap(image):
 
 @pytest.mark.vm
 @needs_qemu
-def test_killed_guest_fails_cleanly(image):
+def test_nic_interrupts_go_to_vcpu0_and_ranks_bind_to_one_vcpu_each(direct):
+    """Guests of two vCPUs: the NIC's queue interrupts are delivered to vCPU 0 from boot on, and with the
+    testbed's launcher (vm.bind_ranks) each rank runs on one vCPU, a guest's first rank on vCPU 0."""
+    c = direct
+    assert c.info["nic_irqs_on_cpu0"] == {"g0": 2, "g1": 2}
+    for i in range(2):
+        lists = c.run(i, "for i in $(awk -F: '/virtio[0-9]+-(input|output)\\./ { print $1 }' "
+                         "/proc/interrupts); do cat /proc/irq/$i/smp_affinity_list; done",
+                      timeout=60).stdout.split()
+        assert lists == ["0", "0"]
+    argv = kind(VM, c).mpi_launcher("openmpi", ["g0", "g0", "g1", "g1"], "net")
+    out = c.run(0, argv[-1] + " sh -c 'echo $(hostname) $OMPI_COMM_WORLD_LOCAL_RANK "
+                              "$(grep Cpus_allowed_list /proc/self/status | cut -f2)'", timeout=120).stdout
+    seen = sorted(tuple(line.split()) for line in out.splitlines() if line.startswith("g"))
+    assert seen == [("g0", "0", "0"), ("g0", "1", "1"), ("g1", "0", "0"), ("g1", "1", "1")], out
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_guests_on_the_direct_path_macvtap(direct):
+    """network.path macvtap: no bridge in the namespace; each guest's NIC is a macvtap of one lower device,
+    and MPI's bytes between the guests cross both macvtaps (their counters), the rate limit at each guest's
+    egress (the fixture checks that nothing is left, the macvtaps' device nodes included)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_link import _bytes        # (rx, tx) bytes of an interface in a namespace
+
+    if _macvtap_missing():
+        pytest.skip(f"this kernel has no macvtap: {_macvtap_missing()}")
+    c = direct
+    n = names(c.tag)
+    assert c.info["link"] == "macvtap, rate 10gbit"
+    show = lambda *a: subprocess.run(["ip", "-n", c.ns, *a], capture_output=True, text=True,  # noqa: E731
+                                     timeout=10, check=True).stdout
+    assert show("link", "show", "type", "bridge").strip() == ""          # no software switch
+    for tap in n["taps"]:
+        assert "macvtap mode bridge" in show("-d", "link", "show", "dev", tap)
+        qd = subprocess.run(["tc", "-n", c.ns, "qdisc", "show", "dev", tap], capture_output=True,
+                            text=True, timeout=10).stdout
+        assert "qdisc tbf" in qd and "rate 10Gbit" in qd, qd
+    assert len(list(c.run_dir.glob("*.tapdev"))) == 2
+    before = {t: _bytes(c.ns, t) for t in n["taps"]}
+    _run_mpi(c, "openmpi", ["NPopenmpi", "-l", "1", "-u", str(2**20), "-p", "0", "-o", "/root/np.out"],
+             timeout=300)
+    rows = [r.split() for r in c.run(0, "cat /root/np.out", timeout=30).stdout.splitlines() if r.strip()]
+    assert rows and int(float(rows[-1][0])) == 2**20
+    sent = sum(int(float(r[0])) for r in rows)
+    moved = {t: sum(_bytes(c.ns, t)) - sum(before[t]) for t in n["taps"]}
+    assert all(m >= 2 * sent for m in moved.values()), (moved, sent)   # each way through each macvtap
+
+
+@pytest.mark.vm
+@needs_qemu
+def test_killed_guest_fails_cleanly(direct):
     """SIGKILL guest 1's qemu while NetPIPE runs: the job must stop with
-    GuestDied naming g1 (not hang on TCP timeouts) and leave nothing."""
-    tag = _tag()
+    GuestDied naming g1 (not hang on TCP timeouts); the fixture's teardown
+    then finds nothing left.  (Last of the fixture's tests: it ends a guest.)"""
+    c = direct
+    pid1 = c.procs[1].pid
     err = {}
-    try:
-        with pytest.raises(GuestDied) as ei:
-            with QemuCluster(tag, guests=2, image=image) as c:
-                pid1 = c.procs[1].pid
 
-                def killer():
-                    time.sleep(8)
-                    err["killed"] = pid1
-                    os.kill(pid1, signal.SIGKILL)
+    def killer():
+        time.sleep(8)
+        err["killed"] = pid1
+        os.kill(pid1, signal.SIGKILL)
 
-                threading.Thread(target=killer, daemon=True).start()
-                _run_mpi(c, "openmpi", ["NPopenmpi", "-l", "1", "-u", "4194304", "-p", "0", "-o", "/root/np.out"],
-                         timeout=300)
-        assert err.get("killed")
-        msg = str(ei.value)
-        assert "guest g1" in msg and "serial log" in msg and str(err["killed"]) in msg
-        assert _leftovers(tag) == []
-    finally:
-        _forget(tag)
+    threading.Thread(target=killer, daemon=True).start()
+    with pytest.raises(GuestDied) as ei:
+        _run_mpi(c, "openmpi", ["NPopenmpi", "-l", "1", "-u", "4194304", "-p", "0", "-o", "/root/np.out"],
+                 timeout=300)
+    assert err.get("killed")
+    msg = str(ei.value)
+    assert "guest g1" in msg and "serial log" in msg and str(err["killed"]) in msg
 
 
 @pytest.mark.vm
