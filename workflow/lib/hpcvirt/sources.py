@@ -4,7 +4,9 @@ always verified before use.
 A :class:`Source` names its version, its official URL(s) and every
 acceptable file with its sha256: the official archive, and the copy an
 offline mirror holds (a mirror copy may be re-packed, so it has a file name
-and checksum of its own).  :func:`fetch` looks in the mirror directory when
+and checksum of its own).  The tools' sources are declared here
+(:data:`TOOLS`), the benchmarks' in their declarations (``build =
+PinnedSource(..., urls=..., files=...)``); :data:`SOURCES` holds them all.  :func:`fetch` looks in the mirror directory when
 one is set (``HPCVIRT_SOURCE_MIRROR``, or the ``mirror`` argument), else
 downloads from the official URLs; the file lands in the cache
 ``.hpcvirt/sources/`` only after its checksum matched.  A missing or wrong
@@ -54,32 +56,8 @@ class Source:
         return next((label for f, sha, label in self.files if f == filename and sha == sha256), None)
 
 
-SOURCES: dict[str, Source] = {s.name: s for s in (
-    Source("NPB", "3.4.1", ("https://www.nas.nasa.gov/assets/npb/NPB3.4.1.tar.gz",), (
-        ("NPB3.4.1.tar.gz", "f3a43467da6e84a829ea869156d3ea86c17932136bb413a4b6dab23018a28881", "official archive"),
-        ("NPB3.4.1.tar.gz", "96aed4c0ef25991526943b30c8ef8ff9ce7e00fff301783e80cf591fa321818e", "mirror copy"),
-    )),
-    Source("IMB", "2021.3", ("https://github.com/intel/mpi-benchmarks/archive/IMB-v2021.3.tar.gz",), (
-        ("IMB-v2021.3.tar.gz", "9b58a4a7eef7c0c877513152340948402fd87cb06270d2d81308dc2ef740f4c7", "official archive"),
-        ("mpi-benchmarks-IMB-v2021.3.tar.gz", "7a22e0406d04ec45ee89eae8c2e511ca7661ef4b0389bf28a40763bd8c050ecd",
-         "mirror copy"),
-    )),
-    # The official archive's checksum is the one Spack's recipe records (after Spack 0.21.2).
-    Source("osu-micro-benchmarks", "7.4",
-           ("https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.4.tar.gz",), (
-               ("osu-micro-benchmarks-7.4.tar.gz", "1edd0c2efa61999409bfb28740a7f39689a5b42b1a1b4c66d1656e5637f7cefc",
-                "official archive"),
-               ("osu-micro-benchmarks-7.4.tar.gz", "4511e08613fb751e6f7ba9c40ac8becba1320cef88a6d86dfc95e90bcb11bab4",
-                "mirror copy"),
-           )),
-    # MILC publishes no release archive for this commit and no checksum of GitHub's archive of it: only the
-    # mirror copy (``git archive`` of the commit without the folders binary_samples, Grid, QPhiX_JLab,
-    # QPhiX_MILC and the file JHW_NEW_PG_ANI.tar.gz, none needed to build) is accepted.
-    Source("MILC", "1e11e121b220433c220310b79de03cb3ee6adba0",
-           ("https://github.com/milc-qcd/milc_qcd/archive/1e11e121b220433c220310b79de03cb3ee6adba0.tar.gz",), (
-               ("milc_qcd-1e11e121.tar.gz", "307c65568ed7c48088a2b031c2a3e714922a80d9535370c0977215f60058da4b",
-                "mirror copy"),
-           )),
+#: The tools the project builds from pinned sources (the benchmarks' sources are their declarations').
+TOOLS: tuple[Source, ...] = (
     # The container runtime (hpcvirt.apptainer builds it once per machine).  The mirror copy is
     # ``git archive`` of tag v1.4.5 (commit 3a171cf5ead2f27884de771c515efccb0a8ab4df) with the VERSION file
     # the release archive carries; it has the release archive's name.  The official archive's checksum is
@@ -96,7 +74,20 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
     Source("spack", "0.21.2", ("https://github.com/spack/spack/releases/download/v0.21.2/spack-0.21.2.tar.gz",), (
         ("spack-0.21.2.tar.gz", "b84d7607fdff2c85005a68a2fb2d5e58bc6336bc45e5f656d98b8a00b0697066", "mirror copy"),
     )),
-)}
+)
+
+
+def _declared() -> dict[str, Source]:
+    """Every pinned source: the tools', and those the benchmarks declare (``build = PinnedSource(...)`` with its
+    URLs and the files accepted)."""
+    from .benchmarks import REGISTRY, PinnedSource
+
+    pins = [b.build for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.files]
+    return {s.name: s for s in (*TOOLS, *(Source(d.name, d.version, d.urls, d.files) for d in pins))}
+
+
+#: name -> :class:`Source` of every pinned source.
+SOURCES: dict[str, Source] = _declared()
 
 
 def sha256_of(path: Path) -> str:

@@ -175,11 +175,18 @@ class PinnedSource:
     the Spack package of the stack that builds it (a benchmark that runs a
     suite another declares leaves it empty); ``binary_dir``, where the
     binaries are below the folder; ``targets``, what it installs (recorded);
-    ``library``, a source of the project's built into the folder."""
+    ``library``, a source of the project's built into the folder.
+
+    The pin (:mod:`hpcvirt.sources`; one declaration of a source carries it):
+    ``urls``, the official archive(s); ``files``, the files accepted as
+    (file name, sha256, which copy: ``official archive`` or ``mirror copy``,
+    which may have the official name but other bytes, re-packed)."""
 
     name: str
     version: str
     packages: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()
+    files: tuple[tuple[str, str, str], ...] = ()
     suite: str = ""
     spack_package: str = ""
     binary_dir: str = ""

@@ -114,8 +114,13 @@ class IMB(Benchmark):
                           "(its default policy: about 40 MB per size).", 1000, minimum=1, maximum=10_000_000),
     }
     raw_template = "{mpi}-{path}_{test}_{min_log2}-{max_log2}_i{iterations}"
-    build = PinnedSource("IMB", "2021.3", suite="imb", spack_package="intel-mpi-benchmarks",
-                         binary_dir="bin/IMB-MPI1", targets=("IMB-MPI1",))
+    build = PinnedSource(
+        "IMB", "2021.3", suite="imb", spack_package="intel-mpi-benchmarks", binary_dir="bin/IMB-MPI1",
+        targets=("IMB-MPI1",), urls=("https://github.com/intel/mpi-benchmarks/archive/IMB-v2021.3.tar.gz",),
+        files=(("IMB-v2021.3.tar.gz", "9b58a4a7eef7c0c877513152340948402fd87cb06270d2d81308dc2ef740f4c7",
+                "official archive"),
+               ("mpi-benchmarks-IMB-v2021.3.tar.gz", "7a22e0406d04ec45ee89eae8c2e511ca7661ef4b0389bf28a40763bd8c050ecd",
+                "mirror copy")))
     success = ("a complete table for the benchmark up to 2^max_log2 bytes and the line "
                "'All processes entering MPI_Finalize', with no launcher/MPI error text")
 

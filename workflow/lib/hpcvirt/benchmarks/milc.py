@@ -332,9 +332,15 @@ class MILC(Application):
 
     def raw_params(self, s: dict) -> str:
         return super().raw_params(s) + ("" if s.get("steps", STEPS) == STEPS else f"_s{s['steps']}")
-    build = PinnedSource("MILC", VERSION, suite="milc", spack_package="milc", binary_dir="bin/su3_rhmd_hisq",
-                         targets=("ks_imp_rhmc/su3_rhmd_hisq",
-                                  "share/milc/rationals.sample.su3_rhmc_hisq_f211 (input data)"))
+    # MILC publishes no release archive for this commit and no checksum of GitHub's archive of it: only the
+    # mirror copy (``git archive`` of the commit without the folders binary_samples, Grid, QPhiX_JLab,
+    # QPhiX_MILC and the file JHW_NEW_PG_ANI.tar.gz, none needed to build) is accepted.
+    build = PinnedSource(
+        "MILC", VERSION, suite="milc", spack_package="milc", binary_dir="bin/su3_rhmd_hisq",
+        targets=("ks_imp_rhmc/su3_rhmd_hisq", "share/milc/rationals.sample.su3_rhmc_hisq_f211 (input data)"),
+        urls=(f"https://github.com/milc-qcd/milc_qcd/archive/{VERSION}.tar.gz",),
+        files=((f"milc_qcd-{VERSION[:8]}.tar.gz", "307c65568ed7c48088a2b031c2a3e714922a80d9535370c0977215f60058da4b",
+                "mirror copy"),))
     metrics = {"wall_time": "s", "time_per_trajectory": "s", "time_per_cg_iteration": "us", "cg_iterations": "count"}
     success = ("MILC reaches its normal end ('RUNNING COMPLETED', 'exit:', the wrapper's 'end') on the launched ranks, "
                "every CG converges, and after every trajectory the plaquettes, delta S, chiral condensates and "

@@ -190,8 +190,12 @@ class NPB(Benchmark):
     raw_template = "{mpi}-{path}_{kernel}.{klass}_n{ranks}"
     # the project's build: every kernel in the classes that fit a laptop (a site builds B/C with Spack
     # and names them in its testbed file)
-    build = PinnedSource("NPB", "3.4.1", suite="npb", spack_package="npb", binary_dir="bin",
-                         targets=tuple(f"{k}.{c}" for c in BUILT_CLASSES for k in KERNELS))
+    build = PinnedSource(
+        "NPB", "3.4.1", suite="npb", spack_package="npb", binary_dir="bin",
+        targets=tuple(f"{k}.{c}" for c in BUILT_CLASSES for k in KERNELS),
+        urls=("https://www.nas.nasa.gov/assets/npb/NPB3.4.1.tar.gz",),
+        files=(("NPB3.4.1.tar.gz", "f3a43467da6e84a829ea869156d3ea86c17932136bb413a4b6dab23018a28881", "official archive"),
+               ("NPB3.4.1.tar.gz", "96aed4c0ef25991526943b30c8ef8ff9ce7e00fff301783e80cf591fa321818e", "mirror copy")))
     metrics = {"mops_total": "Mop/s", "mops_per_process": "Mop/s", "time": "s"}
     success = "one result summary with every field, Verification = SUCCESSFUL, no error text"
 

@@ -216,9 +216,15 @@ PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")}
 class OSU(Benchmark):
     name = "osu"
     experiment = "osu"
-    build = PinnedSource("osu-micro-benchmarks", "7.4", suite="osu", spack_package="osu-micro-benchmarks",
-                         binary_dir="libexec/osu-micro-benchmarks/mpi",
-                         targets=("c/mpi (pt2pt, collective, one-sided, startup)",))
+    # the official archive's checksum is the one Spack's recipe records (after Spack 0.21.2)
+    build = PinnedSource(
+        "osu-micro-benchmarks", "7.4", suite="osu", spack_package="osu-micro-benchmarks",
+        binary_dir="libexec/osu-micro-benchmarks/mpi", targets=("c/mpi (pt2pt, collective, one-sided, startup)",),
+        urls=("https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.4.tar.gz",),
+        files=(("osu-micro-benchmarks-7.4.tar.gz", "1edd0c2efa61999409bfb28740a7f39689a5b42b1a1b4c66d1656e5637f7cefc",
+                "official archive"),
+               ("osu-micro-benchmarks-7.4.tar.gz", "4511e08613fb751e6f7ba9c40ac8becba1320cef88a6d86dfc95e90bcb11bab4",
+                "mirror copy")))
     title = "OSU Micro-Benchmarks 7.4: point-to-point latency/bandwidth and collectives (Atif et al.)"
     params = {
         "mpis": Mpis(),
