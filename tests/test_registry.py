@@ -34,6 +34,17 @@ def test_registry_lists_every_module_once():
     assert len({b.experiment for b in REGISTRY}) == len(NAMES)
 
 
+
+def test_one_benchmark_declares_the_preflight_wire_up_and_its_settings_are_its_own():
+    """The container preflight runs the one benchmark that declares ``wireup`` (hpcvirt.preflight); its
+    settings are parameters of that benchmark, within their bounds (the schema of its experiment)."""
+    declaring = [b for b in REGISTRY if b.wireup]
+    assert len(declaring) == 1, [b.name for b in declaring]
+    bench = declaring[0]
+    assert bench.mpi and set(bench.wireup) <= set(bench.params)
+    exp = {"enabled": True, "mpis": ["openmpi"], "paths": ["shm"], **bench.wireup}
+    jsonschema.validate(exp, bench.schema())
+
 @pytest.mark.parametrize("name", NAMES)
 def test_schema_fragment(name):
     b = REGISTRY[name]

@@ -84,16 +84,16 @@ def _tail_text(text: str, n: int = 15) -> str:
     return "\n".join("    " + line for line in text.splitlines()[-n:])
 
 
-def wireup(tb: Mapping[str, Any], mpi: str, path: str, *, timeout: float = 120,
-           max_bytes: int = 64) -> dict[str, Any]:
-    """Run a short 2-rank NetPIPE through the testbed's launcher, its path
-    options and the container prefix, exactly as a measurement runs it (same
-    launch builder, same :func:`~hpcvirt.execute.execute`).  Returns a
-    record; raises :class:`PreflightError` with the command and the last
-    lines of output when the ranks do not complete the exchange."""
-    netpipe = REGISTRY["netpipe"]
-    settings = {"mpi": mpi, "path": path, "min_bytes": 1, "max_bytes": int(max_bytes)}
-    la = launch(Configuration(str(tb["name"]), "netpipe", f"preflight-{mpi}-{path}", settings), dict(tb))
+def wireup(tb: Mapping[str, Any], mpi: str, path: str, *, timeout: float = 120) -> dict[str, Any]:
+    """Run the short 2-rank run the registry declares for it (``wireup``: a
+    small ping-pong) through the testbed's launcher, its path options and the
+    container prefix, exactly as a measurement runs it (same launch builder,
+    same :func:`~hpcvirt.execute.execute`).  Returns a record; raises
+    :class:`PreflightError` with the command and the last lines of output
+    when the ranks do not complete the exchange."""
+    bench = next(b for b in REGISTRY if b.wireup)
+    settings = {"mpi": mpi, "path": path, **bench.wireup}
+    la = launch(Configuration(str(tb["name"]), bench.name, f"preflight-{mpi}-{path}", settings), dict(tb))
     with tempfile.TemporaryDirectory(prefix="hpcvirt-preflight-") as tmp:
         out_path = Path(tmp) / "out"
         t0 = time.monotonic()
@@ -109,7 +109,7 @@ def wireup(tb: Mapping[str, Any], mpi: str, path: str, *, timeout: float = 120,
             problem = status.get("note") or f"exit code {status.get('exit_code')}"
         else:
             try:
-                rows = netpipe.parse(out_path, la.expected)
+                rows = bench.parse(out_path, la.expected)
                 rec["max_bytes_reached"] = max(m.msg_bytes or 0 for m in rows)
             except (ParseError, ValueError) as exc:
                 problem = f"output rejected: {exc}"

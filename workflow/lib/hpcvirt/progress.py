@@ -234,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sh = sub.add_parser("share", help="the wall time the runs of some benchmarks added to a campaign")
     sh.add_argument("campaign")
-    sh.add_argument("benchmarks", nargs="+", help="benchmark directory names (e.g. imb osu npb commprof), or "
-                                                  "<testbed>/<benchmark> with wildcards (e.g. 'bridge-vxlan*/*')")
+    sh.add_argument("benchmarks", nargs="+", help="benchmark directory names (those under data/raw/<campaign>/"
+                                                  "<testbed>/), or <testbed>/<benchmark> with wildcards (e.g. "
+                                                  "'bridge-vxlan*/*')")
     sh.add_argument("--builds-s", type=float, default=0.0, help="wall time of their builds, added to the total")
     sh.add_argument("--budget-s", type=float, default=None, help="print whether the total is within this budget")
     args = ap.parse_args(argv)

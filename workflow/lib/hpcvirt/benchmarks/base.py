@@ -248,6 +248,9 @@ class Benchmark:
     min_hosts: ClassVar[int] = 1          # hosts/guests/nodes a testbed needs to offer it
     testbed_keys: ClassVar[dict[str, dict]] = {}
     unoffered_hint: ClassVar[str] = ""
+    # settings of a short two-rank run that shows the ranks of an MPI meet over a data path (the container
+    # testbeds' preflight wire-up, hpcvirt.preflight); one benchmark declares them
+    wireup: ClassVar[dict[str, Any] | None] = None
 
     # -- configuration
     def all_params(self) -> dict[str, Param]:

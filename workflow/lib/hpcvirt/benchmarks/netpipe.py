@@ -93,6 +93,7 @@ class NetPIPE(Benchmark):
                          "truncated.", minimum=1, maximum=1 << 30),
     }
     raw_template = "{mpi}-{path}_{min_bytes}-{max_bytes}"
+    wireup = {"min_bytes": 1, "max_bytes": 64}
     metrics = {"latency": "us", "bandwidth": "Mbit/s"}
     success = ("every size from min_bytes to max_bytes has a complete result line, sizes increase, "
                "and no launcher/MPI error text appears")
