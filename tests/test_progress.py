@@ -104,3 +104,22 @@ def test_share_cli_says_whether_the_budget_holds(tmp_path, monkeypatch, capsys):
     assert progress.main(["share", "c", "imb", "--builds-s", "40", "--budget-s", "60"]) == 3
     assert "OVER" in capsys.readouterr().out
     assert progress.main(["share", "missing", "imb"]) == 1
+
+
+def test_the_estimate_takes_this_machines_pace_once_it_has_run_enough(tmp_path, monkeypatch):
+    """The archive's runs took 60 s each; here the first three took 90 s: once they stand for the archive's
+    120 s or more, the rest is estimated at 1.5 times the archive's times, and the line says both."""
+    monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path))
+    monkeypatch.setattr(progress, "all_raw_paths", lambda study: [
+        f"data/raw/{study['campaign']}/local/netpipe/a/rep-{r}.out" for r in range(1, 7)])
+    for r in range(1, 7):
+        _record(tmp_path, "arch", f"local/netpipe/a/rep-{r}", _at(60 * (r - 1)), _at(60 * r))
+    _record(tmp_path, "new", "local/netpipe/a/rep-1", _at(0), _at(90))
+    line = progress.status({"campaign": "new"}, "arch")
+    assert "the other 5: about 5.0 min to go, by the times of the archived campaign arch" in line     # 60 s: too few
+    for r in (2, 3):
+        _record(tmp_path, "new", f"local/netpipe/a/rep-{r}", _at(90 * (r - 1)), _at(90 * r))
+    line = progress.status({"campaign": "new"}, "arch")
+    assert line.startswith("3 of 6 measurements of campaign new done; the other 3: about 4.5 min to go at this "
+                           "machine's pace so far (1.50 times the times of the archived campaign arch"), line
+    assert line.endswith("which give 3.0 min)"), line

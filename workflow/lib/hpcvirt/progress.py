@@ -13,8 +13,11 @@ one piece add up to about its wall time, those of one extended later do not
 count its pauses.  A missing
 measurement is estimated by the slot of the same configuration and round in
 the archive, else by the median slot of its testbed and benchmark, else of
-its testbed.  The archive was measured on another machine: the estimate says
-which CPU it was measured on.
+its testbed.  The archive was measured on another machine (hosts of one
+kind differ up to 2-3 times in speed): once this campaign has run enough of
+the archive's configurations (:data:`CALIBRATE_AFTER_S` of the archive's
+time), the estimate is scaled by how long they took here, their slots
+computed the same way, against the archive's, and the line says both.
 
 Slots are cached per archived campaign in ``.hpcvirt/progress/<campaign>.json``
 (an archive is immutable).
@@ -59,6 +62,10 @@ def _key(raw_path: str, campaign: str) -> str:
     return rel.rsplit(".", 1)[0]
 
 
+#: The archive's seconds of the configurations this campaign has run before its own pace scales the estimate.
+CALIBRATE_AFTER_S = 120.0
+
+
 def archive_slots(campaign: str, raw_root: str | Path = RAW_ROOT) -> dict:
     """{"cpu": model, "slots": {key: seconds}} of an archived campaign (cached)."""
     root = paths.resolve(raw_root) / campaign
@@ -70,6 +77,14 @@ def archive_slots(campaign: str, raw_root: str | Path = RAW_ROOT) -> dict:
             return cached
     except (OSError, ValueError):
         pass
+    out = campaign_slots(campaign, records, root)
+    if out["slots"]:
+        write_json(cache, out)
+    return out
+
+
+def campaign_slots(campaign: str, records: list[Path], root: Path) -> dict:
+    """{"cpu": model, "slots": {key: seconds}} of the runs whose records are ``records`` (not cached)."""
     runs, cpu = [], None
     for p in records:
         try:
@@ -82,10 +97,20 @@ def archive_slots(campaign: str, raw_root: str | Path = RAW_ROOT) -> dict:
         runs.append((start, end, str(p.relative_to(root).with_suffix(""))))
     runs.sort()
     slots = _slots(runs, {tb.parent.name for tb in root.glob("*/testbed.json") if _boots_per_round(tb)})
-    out = {"campaign": campaign, "cpu": cpu, "records": len(records), "method": SLOT_METHOD, "slots": slots}
-    if slots:
-        write_json(cache, out)
-    return out
+    return {"campaign": campaign, "cpu": cpu, "records": len(records), "method": SLOT_METHOD, "slots": slots}
+
+
+def pace(campaign: str, archive: dict, raw_root: str | Path = RAW_ROOT) -> float | None:
+    """How much longer this campaign's runs took than the same configurations and rounds in the archive
+    (their slots' sums), once the archive's time for them reaches :data:`CALIBRATE_AFTER_S`; else None."""
+    root = paths.resolve(raw_root) / campaign
+    records = sorted(p for p in root.glob("*/*/*/rep-*.json") if ".failed-" not in p.name)
+    here = campaign_slots(campaign, records, root)["slots"]
+    both = [k for k in here if k in archive["slots"]]
+    there = sum(archive["slots"][k] for k in both)
+    if there < CALIBRATE_AFTER_S:
+        return None
+    return sum(here[k] for k in both) / there
 
 
 def _boots_per_round(testbed_json: Path) -> bool:
@@ -160,8 +185,13 @@ def status(study: dict, archive: str | None) -> str | None:
     if not arch["slots"]:
         return line
     seconds, unknown = estimate([_key(p, study["campaign"]) for p in missing], arch["slots"])
-    line += (f"; the other {len(missing)}: about {_minutes(seconds)} to go, by the times of the archived campaign "
-             f"{archive} ({arch['cpu'] or 'unknown CPU'})")
+    by_archive = f"the archived campaign {archive} ({arch['cpu'] or 'unknown CPU'})"
+    ratio = pace(study["campaign"], arch)
+    if ratio is None:
+        line += f"; the other {len(missing)}: about {_minutes(seconds)} to go, by the times of {by_archive}"
+    else:
+        line += (f"; the other {len(missing)}: about {_minutes(seconds * ratio)} to go at this machine's pace so "
+                 f"far ({ratio:.2f} times the times of {by_archive}, which give {_minutes(seconds)})")
     if unknown:
         line += f", {unknown} of them on testbeds it did not measure (not counted)"
     return line
