@@ -119,9 +119,9 @@ class Recipe:
 def recipes() -> dict[str, Recipe]:
     """The suites the benchmarks declare (``build = PinnedSource(..., suite=...)``): one recipe per suite, from
     the declaration that names its Spack package, with every library a benchmark builds into it."""
-    from .benchmarks import REGISTRY, PinnedSource
+    from .benchmarks import REGISTRY
 
-    decls = [b.build for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.suite]
+    decls = [d for d in REGISTRY.pinned() if d.suite]
     out = {}
     for d in decls:
         if d.spack_package:

@@ -6,9 +6,10 @@ acceptable file with its sha256: the official archive, and the copy an
 offline mirror holds (a mirror copy may be re-packed, so it has a file name
 and checksum of its own).  The tools' sources are declared here
 (:data:`TOOLS`), the benchmarks' in their declarations (``build =
-PinnedSource(..., urls=..., files=...)``); :data:`SOURCES` holds them all.  :func:`fetch` looks in the mirror directory when
-one is set (``HPCVIRT_SOURCE_MIRROR``, or the ``mirror`` argument), else
-downloads from the official URLs; the file lands in the cache
+PinnedSource(..., urls=..., files=...)``); :data:`SOURCES` holds them all.
+:func:`fetch` looks in the mirror directory when one is set
+(``HPCVIRT_SOURCE_MIRROR``, or the ``mirror`` argument), else downloads
+from the official URLs; the file lands in the cache
 ``.hpcvirt/sources/`` only after its checksum matched.  A missing or wrong
 file fails with the file name, the expected checksums and the actual one,
 and leaves nothing behind.
@@ -80,9 +81,9 @@ TOOLS: tuple[Source, ...] = (
 def _declared() -> dict[str, Source]:
     """Every pinned source: the tools', and those the benchmarks declare (``build = PinnedSource(...)`` with its
     URLs and the files accepted)."""
-    from .benchmarks import REGISTRY, PinnedSource
+    from .benchmarks import REGISTRY
 
-    pins = [b.build for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.files]
+    pins = [d for d in REGISTRY.pinned() if d.files]
     return {s.name: s for s in (*TOOLS, *(Source(d.name, d.version, d.urls, d.files) for d in pins))}
 
 

@@ -62,9 +62,9 @@ def _mirrored() -> dict[str, tuple[str, str]]:
     """The Spack packages whose archives the project pins, as the benchmarks declare them (``build =
     PinnedSource(..., spack_package=...)``): package -> (pinned source, Spack version).  A version that is a
     commit is its first 8 digits (a 40-digit version would make Spack fetch with git)."""
-    from .benchmarks import REGISTRY, PinnedSource
+    from .benchmarks import REGISTRY
 
-    decls = [b.build for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.spack_package]
+    decls = [d for d in REGISTRY.pinned() if d.spack_package]
     return {d.spack_package: (d.name, d.version[:8] if re.fullmatch(r"[0-9a-f]{40}", d.version) else d.version)
             for d in decls}
 

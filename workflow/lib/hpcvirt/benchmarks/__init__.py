@@ -70,6 +70,10 @@ class Registry:
                 return b
         raise KeyError(f"no benchmark declares rows {benchmark!r}")
 
+    def pinned(self) -> list[PinnedSource]:
+        """The benchmarks' pinned-source declarations (``build = PinnedSource(...)``), in registry order."""
+        return [b.build for b in self if isinstance(b.build, PinnedSource)]
+
     def by_experiment(self, experiment: str) -> Benchmark:
         for b in self:
             if b.experiment == experiment:
