@@ -2,6 +2,9 @@
 file, the key and what is allowed."""
 
 import copy
+import os
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -125,6 +128,10 @@ BAD_STUDY = [
      ["experiments.milc.by_testbed.bridge.inputs[0].lattice", "'5x5x5x5'"]),
     (lambda c: c["experiments"]["qe"]["by_testbed"]["bridge"].update(enabled=False),
      ["experiments.qe.by_testbed.bridge", "'enabled' was unexpected"]),
+    (lambda c: c.update(emulated_guests={"experiments": ["pingpong", "netpipe"]}),
+     ["config/config.yaml: emulated_guests.experiments[1]", "'netpipe' is not one of", "'pingpong'", "'tcp'"]),
+    (lambda c: c.update(emulated_guests={"experiments": ["tcp"], "rounds": 1}),
+     ["emulated_guests", "'rounds' was unexpected"]),
 ]
 
 
@@ -379,6 +386,66 @@ def test_the_guests_run_one_round_and_the_claims_experiments_five():
         assert reps[key] == 5, key
     assert max(rep for c, rep in schedule(out) if c.testbed == "vm") == 1
     assert [rounds for rounds, _ in round_groups(out, "vm")] == [[1]]
+
+
+def _with_vm_accel(tmp_path: Path, accel: str) -> Path:
+    """A copy of the testbed files whose guests' vm.accel is ``accel``."""
+    shutil.copytree(ROOT / "config/testbeds", tmp_path / "testbeds")
+    vm = tmp_path / "testbeds/vm.yaml"
+    text = vm.read_text()
+    assert "  accel: auto\n" in text
+    vm.write_text(text.replace("  accel: auto\n", f"  accel: {accel}\n"))
+    return tmp_path / "testbeds"
+
+
+def test_emulated_guests_run_only_their_experiments_but_what_the_campaign_holds(tmp_path, monkeypatch):
+    """Guests that would be emulated (vm.accel: tcg here) run only emulated_guests.experiments in a new
+    campaign; every other testbed runs the same; a configuration the campaign holds an output of stays
+    (an archived campaign keeps what its guests measured); with KVM the guests run everything."""
+    from hpcvirt.config import emulated_note
+    from hpcvirt.matrix import configurations
+
+    monkeypatch.chdir(tmp_path)                    # data/raw/<campaign>/ of this test's own
+    study = dict(copy.deepcopy(STUDY), campaign="emulated-guests")
+    schemas = ROOT / "workflow/schemas"
+    kvm, _ = load_study(copy.deepcopy(study), testbed_dir=_with_vm_accel(tmp_path / "kvm", "kvm"), schema_dir=schemas)
+    tcg, _ = load_study(copy.deepcopy(study), testbed_dir=_with_vm_accel(tmp_path / "tcg", "tcg"), schema_dir=schemas)
+    assert kvm["emulated"] == {} and emulated_note(kvm) == []
+    assert tcg["emulated"] == {"vm": "vm.accel: tcg"}
+    on = lambda s, tb: {c.benchmark for c in configurations(s) if c.testbed == tb}  # noqa: E731
+    assert on(tcg, "vm") == {"netpipe", "qperf", "imb"}
+    assert on(kvm, "vm") >= {"netpipe", "qperf", "imb", "npb", "osu", "openfoam", "lammps", "milc", "qe", "advect"}
+    assert [c for c in configurations(kvm) if c.testbed != "vm"] == [c for c in configurations(tcg) if c.testbed != "vm"]
+    note = emulated_note(tcg)
+    assert len(note) == 1 and note[0].startswith("vm: its guests would be emulated (vm.accel: tcg)")
+    assert "left out there: lammps, milc, npb, openfoam, osu, placement, qe" in note[0]
+
+    # the campaign holds one guest run of LAMMPS: that configuration stays, its siblings do not
+    lmp = next(c for c in configurations(kvm) if c.testbed == "vm" and c.benchmark == "lammps")
+    raw = tmp_path / "data/raw/emulated-guests/vm/lammps" / lmp.params / "rep-1.out"
+    raw.parent.mkdir(parents=True)
+    raw.write_text("")
+    assert on(tcg, "vm") == {"netpipe", "qperf", "imb", "lammps"}
+    assert "left out there: milc, npb, openfoam, osu, placement, qe" in emulated_note(tcg)[0]
+
+    # every experiment listed: nothing is left out, and nothing is said
+    every = dict(copy.deepcopy(study), emulated_guests={"experiments": sorted(STUDY["experiments"])})
+    out, _ = load_study(every, testbed_dir=tmp_path / "tcg/testbeds", schema_dir=schemas)
+    assert out["emulated"] and emulated_note(out) == []
+    assert on(out, "vm") == on(kvm, "vm")
+
+
+def test_the_plan_expects_kvm_only_where_qemu_starts_a_kvm_vcpu():
+    """The accelerator a plan expects (hpcvirt.qemu.planned_accel): a testbed's explicit setting; for auto,
+    KVM only if QEMU creates a KVM vCPU on this host (asked here for real)."""
+    from hpcvirt.qemu import QEMU, planned_accel
+
+    assert planned_accel("tcg") == ("tcg", "vm.accel: tcg") and planned_accel("kvm") == ("kvm", "vm.accel: kvm")
+    accel, why = planned_accel("auto")
+    starts = shutil.which(QEMU) is not None and os.access("/dev/kvm", os.R_OK | os.W_OK) and subprocess.run(
+        [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "64", "-nodefaults", "-display", "none",
+         "-S", "-monitor", "stdio"], input="quit\n", capture_output=True, text=True, timeout=30).returncode == 0
+    assert (accel, bool(why)) == ("kvm" if starts else "tcg", True), why
 
 
 def test_skip_unoffered_with_nothing_left_to_run_is_an_error():

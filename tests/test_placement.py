@@ -155,6 +155,7 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
     study, tbs = _study()
+    in_guests = _advect(study, "vm")[0]      # the archive's (in this working directory: its guests ran it)
     monkeypatch.chdir(tmp_path)  # jobs run in the workflow's working directory
     c = _advect(study, "bridge")[0]
     out = tmp_path / ".hpcvirt/bin/advect-openmpi"
@@ -167,6 +168,6 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
     ensure_binary(tbs["bridge"], c)
     assert out.stat().st_mtime_ns > mtime  # rebuilt after the source changed
     # guests bring their own build; packaged benchmarks are only named
-    assert ensure_binary(tbs["vm"], _advect(study, "vm")[0]) == {"path": "/usr/local/bin/hpcvirt-advect-openmpi"}
+    assert ensure_binary(tbs["vm"], in_guests) == {"path": "/usr/local/bin/hpcvirt-advect-openmpi"}
     pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe" and x.testbed == "local")
     assert ensure_binary(tbs[pp.testbed], pp) == {"path": "NPopenmpi"}

@@ -136,6 +136,8 @@ def _full_study() -> dict:
     study["testbeds"] = ["local", "bridge", "vm", "example-site"]
     study["repetitions"] = 1
     study["campaign"] = "registry-dry"
+    # every experiment in the guests too, also where they would be emulated
+    study["emulated_guests"] = {"experiments": sorted({b.experiment for b in REGISTRY})}
     return study
 
 

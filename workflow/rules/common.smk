@@ -25,6 +25,7 @@ from hpcvirt.config import (
     ConfigError,
     archived_campaign,
     check_campaign_testbeds,
+    emulated_note,
     load_study,
 )
 
@@ -74,6 +75,8 @@ if STUDY["skipped"]:
         + "\n  ".join(STUDY["skipped"]),
         file=sys.stderr,
     )
+for _line in emulated_note(STUDY):
+    print(f"hpcvirt: {_line}", file=sys.stderr)
 CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)
 # The raw outputs the study asks for and the campaign lacks (a new campaign;

@@ -62,6 +62,8 @@ def load_schema(name: str, schema_dir: Path | None = None) -> dict:
     schema = _load_yaml(Path(schema_dir or paths.schemas()) / name)
     if name == "config.schema.yaml":
         schema["properties"]["experiments"]["properties"] = {b.experiment: b.schema() for b in REGISTRY}
+        schema["properties"]["emulated_guests"]["properties"]["experiments"]["items"]["enum"] = sorted(
+            {b.experiment for b in REGISTRY})
     elif name == "testbed.schema.yaml":
         entry = schema["$defs"]["benchmark"]
         per_mpi = schema["properties"]["mpi"]["additionalProperties"]["properties"]
@@ -351,11 +353,48 @@ def load_study(
     # What each testbed offers, for the configuration matrix (hpcvirt.matrix).
     study["offers"] = {name: offers(tb) for name, tb in testbeds.items()}
     study["kinds"] = {name: tb["kind"] for name, tb in testbeds.items()}
+    # guests that will be emulated (TCG) run only emulated_guests.experiments (hpcvirt.matrix)
+    study["emulated"] = emulated(testbeds)
     study["skipped"] = skipped
     if skipped and not configurations(study):
         raise ConfigError(f"{config_path}: nothing to run: the testbeds {sorted(testbeds)} offer none of the "
                           f"study's experiments (skipped: " + "; ".join(skipped) + ")")
     return study, testbeds
+
+
+def emulated_note(study: dict) -> list[str]:
+    """What the plan leaves out of guests that would be emulated, a line per testbed (none where it leaves
+    nothing out)."""
+    experiment = {b.name: b.experiment for b in REGISTRY}
+    out = []
+    for name, why in study.get("emulated", {}).items():
+        ran = lambda s: {experiment[c.benchmark] for c in configurations(s) if c.testbed == name}  # noqa: E731
+        left = sorted(ran(dict(study, emulated={})) - ran(study))
+        if left:
+            out.append(f"{name}: its guests would be emulated ({why}) and their numbers measure the emulator: "
+                       f"they run only {', '.join(study['emulated_guests']['experiments']) or 'nothing'} "
+                       f"(emulated_guests.experiments), which shows each of their paths works; "
+                       f"left out there: {', '.join(left)}")
+    return out
+
+
+_PLANNED_ACCEL: dict[str, tuple[str, str]] = {}
+
+
+def emulated(testbeds: Mapping[str, dict]) -> dict[str, str]:
+    """{testbed: why} of the testbeds whose guests will be emulated (TCG), as far as the study's
+    planning can know (hpcvirt.qemu.planned_accel, asked once per process)."""
+    out = {}
+    for name, tb in testbeds.items():
+        if KINDS[tb["kind"]].may_be_emulated:
+            setting = tb.get("vm", {}).get("accel", "auto")
+            if setting not in _PLANNED_ACCEL:
+                from .qemu import planned_accel
+                _PLANNED_ACCEL[setting] = planned_accel(setting)
+            accel, why = _PLANNED_ACCEL[setting]
+            if accel == "tcg":
+                out[name] = why
+    return out
 
 
 def _differences(old, new, prefix: str = "") -> list[str]:

@@ -37,6 +37,9 @@ class Kind:
     image_carries_suites = False
     #: its hosts are set up for each run (each attempt of a measurement) and gone when it ends
     hosts_per_run = False
+    #: its hosts are guests that run with KVM or emulated (TCG), as the testbed's ``vm.accel`` and the host
+    #: allow: emulated, they run only the study's ``emulated_guests.experiments`` (hpcvirt.matrix)
+    may_be_emulated = False
 
     def __init__(self, tb: dict, bed=None):
         self.tb, self.bed = tb, bed
@@ -86,6 +89,7 @@ class Qemu(TwoHost):
     network_paths = link.GUEST_PATHS
     boots_per_round = True
     image_carries_suites = True
+    may_be_emulated = True
 
     def _virtualization(self) -> str:
         return f"qemu-{getattr(self.bed, 'accel', 'unknown')}"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .benchmarks import enabled
 from .paths import RAW_ROOT
@@ -45,9 +46,12 @@ def configurations(study: dict) -> list[Configuration]:
     """All configurations of the study, in a stable (unshuffled) order: per
     testbed, per benchmark in registry order.  A testbed runs what it offers
     (``study["offers"]``, filled in by :func:`hpcvirt.config.load_study`,
-    with the testbeds' kinds in ``study["kinds"]``)."""
+    with the testbeds' kinds in ``study["kinds"]``); guests that would be
+    emulated (``study["emulated"]``) run only the experiments of
+    ``study["emulated_guests"]``, but for what the campaign already holds."""
     out: list[Configuration] = []
     offers, kinds = study.get("offers"), study.get("kinds", {})
+    emulated = study.get("emulated", {})
     for tb in study["testbeds"]:
         for bench, exp in enabled(study):
             if tb in exp.get("skip_testbeds", []):      # the experiment is not run on this testbed
@@ -55,9 +59,18 @@ def configurations(study: dict) -> list[Configuration]:
             offer = None if offers is None else offers.get(tb, {}).get(bench.name)
             if offers is not None and offer is None:
                 continue
+            left_out = tb in emulated and bench.experiment not in study["emulated_guests"]["experiments"]
             for s in bench.configurations(exp, offer, kinds.get(tb), tb):
-                out.append(Configuration(tb, bench.name, bench.raw_params(s), s))
+                c = Configuration(tb, bench.name, bench.raw_params(s), s)
+                if not left_out or _measured(study["campaign"], c):
+                    out.append(c)
     return out
+
+
+def _measured(campaign: str, c: Configuration) -> bool:
+    """The campaign holds an output of this configuration: guests that would now be emulated keep in
+    the plan what the campaign measured (an archived campaign, whatever ran its guests)."""
+    return any((Path(RAW_ROOT) / campaign / c.testbed / c.benchmark / c.params).glob("rep-*.out"))
 
 
 def find(study: dict, testbed: str, benchmark: str, params: str) -> Configuration:

@@ -123,6 +123,9 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
             lines.append(macro(f"hvAccel{camel(tb)}", label))
             accels.append(f"{latex_escape(tb)}: {label}")
     lines.append(macro("hvVmAccels", "; ".join(accels) or "no VM testbed"))
+    # what the guests ran (where they would be emulated, a new campaign runs only what shows their paths work)
+    ran = sorted(set(tidy.loc[guests, "benchmark"].astype(str)))
+    lines.append(macro("hvGuestsRan", ", ".join(f"\\texttt{{{latex_escape(b)}}}" for b in ran) or "nothing"))
     # the pinned suites: version as printed, source checksum (short), rounds
     bench = tidy["benchmark"].astype(str)
     for name, sel in (("Npb", bench.str.startswith("npb-")), ("Imb", bench == "imb"), ("Osu", bench.str.startswith("osu_"))):

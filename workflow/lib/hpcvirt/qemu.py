@@ -63,7 +63,7 @@ from . import link, paths
 # with the running guests' handle and its error (hpcvirt.qemuguests), which callers import from here
 __all__ = ["QEMU", "DEFAULT_SUBNET", "GUEST_ROOT", "BootTimeout", "Cluster", "GuestDied", "QemuCluster", "build_script",
            "ensure_guest_image", "KEY_FILES", "keep_keys_private", "names", "guest_addresses", "guest_mac",
-           "kernel_cmdline", "qemu_argv", "tail", "probe_kvm_cached", "probe_kvm", "cleanup"]
+           "kernel_cmdline", "qemu_argv", "tail", "planned_accel", "probe_kvm_cached", "probe_kvm", "cleanup"]
 
 QEMU = "qemu-system-x86_64"
 DEFAULT_SUBNET = "198.18.1.0/24"
@@ -205,6 +205,33 @@ def probe_kvm_cached(image: Path, timeout_s: float = 10) -> tuple[bool, str]:
             write_json(record, {"boot_id": boot, "ok": ok, "reason": reason,
                                 "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return _PROBE_CACHE[str(image)]
+
+
+def planned_accel(accel: str, timeout_s: float = 10) -> tuple[str, str]:
+    """The accelerator the guests of a testbed whose ``vm.accel`` is
+    ``accel`` will run with, as far as it can be known when the study is
+    planned (before any guest image exists): (``kvm`` or ``tcg``, why).
+    ``auto`` asks QEMU to create one KVM vCPU and quit (no kernel, well
+    under a second); where that fails the guests are emulated for sure.
+    Where it works, the round's own probe boot (:func:`probe_kvm_cached`)
+    still decides, so a plan may expect KVM and the guests run under TCG,
+    never the other way round."""
+    if accel in ("kvm", "tcg"):
+        return accel, f"vm.accel: {accel}"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg", "/dev/kvm not accessible"
+    argv = [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-smp", "1", "-m", "64",
+            "-nodefaults", "-no-user-config", "-display", "none", "-S", "-monitor", "stdio"]
+    try:
+        cp = subprocess.run(argv, input="quit\n", capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        return "tcg", f"{QEMU} not installed"
+    except subprocess.TimeoutExpired:
+        return "tcg", f"QEMU did not start a KVM vCPU within {timeout_s} s"
+    if cp.returncode != 0:
+        why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[0]
+        return "tcg", f"QEMU cannot start a KVM vCPU ({why[:200]})"
+    return "kvm", "QEMU starts a KVM vCPU"
 
 
 def probe_kvm(image: Path, timeout_s: float = 10) -> tuple[bool, str]:
