@@ -145,18 +145,18 @@ def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, laten
 
 
 def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
-    """The pairs the paper reports (NetPIPE and qperf): every virtualized
-    testbed against the native one on the same benchmark, MPI and path kind; on each testbed,
+    """The pairs the paper reports (the headline point-to-point benchmarks: NetPIPE and qperf): every
+    virtualized testbed against the native one on the same benchmark, MPI and path kind; on each testbed,
     TCP loopback against shared memory per MPI; MPI over TCP against raw TCP."""
     out = []
-    tidy = tidy[tidy["benchmark"].isin(["netpipe", "qperf"])]
+    tidy = tidy[tidy["benchmark"].isin(list(REGISTRY.point_to_point_rows(headline=True)))]
     cfgs = tidy[["testbed", "virtualization", "benchmark", "mpi", "interconnect"]].drop_duplicates()
     native = cfgs[cfgs["virtualization"] == "none"]
     for _, c in cfgs.iterrows():
         sel = dict(testbed=c.testbed, virtualization=c.virtualization, benchmark=c.benchmark, mpi=c.mpi,
                    interconnect=c.interconnect)
         if c.virtualization == "none":
-            if c.benchmark == "netpipe" and c.interconnect == "tcp-loopback":
+            if c.mpi != "none" and c.interconnect == "tcp-loopback":     # an MPI's (raw TCP has no shm)
                 ref = dict(sel, interconnect="shm")
                 if ((native.testbed == c.testbed) & (native.mpi == c.mpi) & (native.interconnect == "shm")).any():
                     out.append(("tcp-vs-shm", sel, ref))
@@ -333,12 +333,10 @@ def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
 
 
 # ------------------------------------------------------------------ containers
-#: Point-to-point benchmarks of the container comparison: name, then the
-#: (benchmark, variant, metric) of its latency rows and of its bandwidth rows
-#: (variant None = any).
-CONTAINER_P2P = (("netpipe", ("netpipe", None, "latency"), ("netpipe", None, "bandwidth")),
-                 ("imb", ("imb", "PingPong", "latency"), ("imb", "PingPong", "bandwidth")),
-                 ("osu", ("osu_latency", None, "latency_avg"), ("osu_bw", None, "bandwidth")))
+#: Point-to-point benchmarks of the container comparison (the MPI ones: a container wraps MPI ranks):
+#: name, then the (benchmark, variant, metric) of its latency rows and of its bandwidth rows
+#: (variant None = any), as each declares them (PointToPoint).
+CONTAINER_P2P = tuple((b.name, p.latency, p.bandwidth) for b, p in REGISTRY.point_to_point() if b.mpi)
 
 
 def container_ratios(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float = 0.95) -> pd.DataFrame:

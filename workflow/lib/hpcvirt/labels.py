@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import re
 
+from .benchmarks import REGISTRY
+
 # ------------------------------------------------------------------ labels
 #: MPI libraries by the tidy column ``mpi`` (``none``: a raw TCP tool).
 MPI_LABEL = {"openmpi": "Open MPI", "mpich": "MPICH", "none": "raw TCP (qperf)"}
@@ -22,8 +24,9 @@ PATH_KEY = {"shm": "Shm", "tcp-loopback": "Tcp", "tcp": "Net"}
 #: Container runtimes by the suffix of the virtualization label
 #: (``none+charliecloud``); the bare host is ``none``.
 RUNTIME_LABEL = {"none": "bare host", "charliecloud": "Charliecloud", "apptainer": "Apptainer"}
-#: The point-to-point suites of the container comparison, in its order.
-SUITE_LABEL = {"netpipe": "NetPIPE", "imb": "IMB PingPong", "osu": "OSU"}
+#: The point-to-point suites of the container comparison (the MPI ones), in its order: as each declares
+#: its rows (hpcvirt.benchmarks.PointToPoint).
+SUITE_LABEL = {b.name: p.label for b, p in REGISTRY.point_to_point() if b.mpi}
 #: Process placements of the stencil.
 PLACEMENT_LABEL = {"intra-node": "intra-node", "mixed": "mixed", "inter-node": "inter-node"}
 #: Data paths of the streams and data-path experiments in the order they are

@@ -18,22 +18,23 @@ import re
 
 import pandas as pd
 
+from .benchmarks import REGISTRY
 from .kinds import Qemu
 from .labels import camel, fmt, fmt_bytes, latex_escape, macro, path_key
 
 def config_key(row) -> str:
-    mpi = "Qperf" if row["benchmark"] == "qperf" else camel(row["mpi"])
+    # a benchmark below MPI (rows of mpi none: raw TCP) in the MPI's place
+    mpi = camel(row["benchmark"] if row["mpi"] == "none" else row["mpi"])
     path = path_key(row["interconnect"])
     return camel(row["testbed"]) + mpi + path
 
 
 #: The ping-pong benchmarks of the headline table and the paired overheads;
 #: the other point-to-point benchmarks get macros with their name in front
-#: (``\hvImbLat...``, ``\hvOsuPeak...``).
-HEADLINE_BENCHMARKS = ("netpipe", "qperf")
-#: Per benchmark: (variant, latency metric) of its headline rows.
-POINT_TO_POINT = {"netpipe": ("", "latency"), "qperf": (None, "latency"), "imb": ("PingPong", "latency"),
-                  "osu_latency": ("", "latency_avg"), "osu_bw": ("", None)}
+#: (``\hvImbLat...``, ``\hvOsuPeak...``): the benchmarks declare which (PointToPoint).
+HEADLINE_BENCHMARKS = tuple(REGISTRY.point_to_point_rows(headline=True))
+#: Per tidy benchmark: (variant or None for any, latency metric) of its point-to-point rows.
+POINT_TO_POINT = REGISTRY.point_to_point_rows()
 
 
 def macro_prefix(benchmark: str) -> str:
@@ -143,8 +144,6 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         cells = sorted({int(v) for v in of.loc[of["metric"] == "cells", "value"]})
         # the steps at the largest mesh, of its longest simulated time ("7800 cells" is 1 s, "7800 cells, 0.5 s")
         big_runs = of[(of["metric"] == "steps") & of["variant"].astype(str).str.startswith(f"{cells[-1]} cells")]
-        from .benchmarks import REGISTRY
-
         span = REGISTRY.by_rows("openfoam-dambreak").span
         longest = max(big_runs["variant"].astype(str).unique(), key=span)
         big = big_runs[big_runs["variant"] == longest]["value"]

@@ -40,13 +40,17 @@ import pandas as pd
 
 from . import stats, yamlio
 from .analysis import normalize_units
+from .benchmarks import REGISTRY
 from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, fmt_axis, tex
 from .query import SELECT_KEYS, QueryError, leaves, per_round, select
 
 LAYOUTS = ("sweep", "bars")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SWEEP_METRICS = {"latency": ("latency_us", "µs"), "bandwidth": ("bandwidth_gbps", "Gbit/s")}
-SWEEP_BENCHMARKS = ("netpipe", "imb", "qperf", "osu_latency", "osu_bw")
+SWEEP_BENCHMARKS = tuple(REGISTRY.point_to_point_rows())     # the point-to-point benchmarks' rows
+#: their latency metrics (shown as latency)
+SWEEP_LATENCY = tuple(sorted({p.latency[2] for _, p in REGISTRY.point_to_point() if p.latency}))
+RAW_TCP = "raw TCP"     # the series of a point-to-point benchmark below MPI (drawn as points, not a curve)
 # (our unit, the study's unit) -> factor
 CONVERT = {("Gbit/s", "Gbit/s"): 1.0, ("Gbit/s", "MiB/s"): 1e9 / 8 / 2**20, ("Gbit/s", "MB/s"): 1e9 / 8 / 1e6,
            ("us", "µs"): 1.0, ("fraction", "%"): 100.0, ("s", "s"): 1.0, ("Mop/s", "Mop/s"): 1.0}
@@ -185,9 +189,10 @@ def uses_tcg(drawing: dict, tidy: pd.DataFrame) -> bool:
 def sweep_rows(summary: pd.DataFrame, ours: dict, benchmarks) -> pd.DataFrame:
     """Our curves of one sweep row: median and CI per size, series and metric."""
     d = select(summary, ours)
-    d = d[d["benchmark"].isin(benchmarks) & d["metric"].isin(["latency", "latency_avg", "bandwidth"])].copy()
-    d["metric"] = d["metric"].replace({"latency_avg": "latency"})
-    d["series"] = [("qperf raw TCP" if b == "qperf" else f"{b} {m}") + (f" ({i})" if len(set(d["interconnect"])) > 1
+    d = d[d["benchmark"].isin(benchmarks) & d["metric"].isin([*SWEEP_LATENCY, "bandwidth"])].copy()
+    d["metric"] = d["metric"].replace({m: "latency" for m in SWEEP_LATENCY})
+    # a benchmark below MPI (its rows' mpi: none) is raw TCP
+    d["series"] = [(f"{b} {RAW_TCP}" if m == "none" else f"{b} {m}") + (f" ({i})" if len(set(d["interconnect"])) > 1
                                                                         else "")
                    for b, m, i in zip(d["benchmark"], d["mpi"], d["interconnect"])]
     return d.sort_values(["series", "msg_bytes"])
@@ -283,7 +288,7 @@ def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, ro
         d = ours[ours["metric"] == metric]
         for series, s in d.groupby("series", sort=True):
             c = palette[series]
-            if s["msg_bytes"].nunique() > 1 and not series.startswith("qperf"):
+            if s["msg_bytes"].nunique() > 1 and f" {RAW_TCP}" not in series:
                 ax.plot(s["msg_bytes"], s["median"], color=c, lw=1.1, label=series)
                 ax.fill_between(s["msg_bytes"], s["ci_low"], s["ci_high"], color=c, alpha=0.2, lw=0)
             else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .benchmarks import REGISTRY, Application
 from .labels import (MPI_LABEL, PATH_LABEL, PLACEMENT_LABEL, camel, digit_words, fmt, fmt_bytes, fmt_ci,
                      latex_escape, macro, testbed_label)
 from .paper import headline
@@ -45,8 +46,8 @@ def results_table_tex(summary: pd.DataFrame, *, latency_bytes: int = 8) -> str:
 
 def _label(sel: dict) -> str:
     tb = testbed_label(sel["testbed"], sel.get("virtualization"))
-    if sel["benchmark"] == "qperf":
-        return f"{tb}: raw TCP (qperf)"
+    if sel["mpi"] == "none":      # a benchmark below MPI
+        return f"{tb}: raw TCP ({sel['benchmark']})"
     return f"{tb}: {MPI_LABEL.get(sel['mpi'], sel['mpi'])}, {PATH_LABEL.get(sel['interconnect'], sel['interconnect'])}"
 
 
@@ -233,8 +234,8 @@ def agreement_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> str:
     return table
 
 
-APP_NAMES = {"lammps": "LAMMPS, Lennard-Jones melt (NAMD's stand-in)", "milc": "MILC",
-             "qe-pw": "Quantum ESPRESSO pw.x (PARATEC's stand-in)", "openfoam-dambreak": "OpenFOAM damBreak"}
+#: The applications' names in the table, in its order (as each declares it).
+APP_NAMES = {b.row_name: b.label for b in REGISTRY if isinstance(b, Application)}
 
 
 def apps_tex(tidy: pd.DataFrame) -> str:

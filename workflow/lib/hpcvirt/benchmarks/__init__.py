@@ -35,10 +35,11 @@ import importlib
 from dataclasses import dataclass, field
 
 from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, ClientServer, Compiled, Group,
-                   Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource)
+                   Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource, PointToPoint)
 
 __all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Choice", "Choices", "ClientServer",
            "Compiled", "Group", "Int", "Ints", "Job", "Library", "Mpis", "Package", "Param", "Paths", "PinnedSource",
+           "PointToPoint",
            "REGISTRY", "Registry", "enabled", "MODULES"]
 
 
@@ -73,6 +74,16 @@ class Registry:
     def pinned(self) -> list[PinnedSource]:
         """The benchmarks' pinned-source declarations (``build = PinnedSource(...)``), in registry order."""
         return [b.build for b in self if isinstance(b.build, PinnedSource)]
+
+    def point_to_point(self) -> list[tuple[Benchmark, PointToPoint]]:
+        """The point-to-point benchmarks and their rows' declarations, in registry order."""
+        return [(b, b.point_to_point) for b in self if b.point_to_point is not None]
+
+    def point_to_point_rows(self, headline: bool | None = None) -> dict[str, tuple[str | None, str | None]]:
+        """{tidy benchmark: (variant or None, latency metric or None)} of every point-to-point row (only the
+        headline ones, or only the others, with ``headline``)."""
+        return {row: v for _, p in self.point_to_point() if headline in (None, p.headline)
+                for row, v in p.rows().items()}
 
     def by_experiment(self, experiment: str) -> Benchmark:
         for b in self:

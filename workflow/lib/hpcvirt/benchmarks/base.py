@@ -197,6 +197,30 @@ class PinnedSource:
         return f"pinned source {self.name} {self.version}; the testbed names the built binaries"
 
 
+# --------------------------------------------------------------------- rows
+@dataclass(frozen=True)
+class PointToPoint:
+    """A benchmark of two ranks or two hosts that sends messages of growing size: where its latency and
+    bandwidth rows are, for what reads point-to-point rows alike (the paper's headline numbers and their
+    macros, the container comparison, the study redraws' sweeps).  ``latency`` and ``bandwidth`` are
+    (tidy benchmark, variant or None for any, metric) of its rows, None where it has none; ``label`` names
+    it in tables; ``headline``: its rows are the paper's headline table and overheads, whose macros carry
+    no benchmark name (``\\hvLat...``; the others' carry theirs, ``\\hvImbLat...``)."""
+
+    label: str
+    latency: tuple[str, str | None, str] | None
+    bandwidth: tuple[str, str | None, str] | None
+    headline: bool = False
+
+    def rows(self) -> dict[str, tuple[str | None, str | None]]:
+        """{tidy benchmark: (variant or None, its latency metric or None)} of its rows."""
+        out = {}
+        for side in (self.latency, self.bandwidth):
+            if side and side[0] not in out:
+                out[side[0]] = (side[1], side[2] if side is self.latency else None)
+        return out
+
+
 # --------------------------------------------------------------------- jobs
 #: The interconnect label (tidy column ``interconnect``) of each data path a
 #: job may ask for (``Job.path``, the testbed's ``mpi.<mpi>.paths``).
@@ -251,6 +275,8 @@ class Benchmark:
     # settings of a short two-rank run that shows the ranks of an MPI meet over a data path (the container
     # testbeds' preflight wire-up, hpcvirt.preflight); one benchmark declares them
     wireup: ClassVar[dict[str, Any] | None] = None
+    # where its latency and bandwidth rows are, if it is a point-to-point benchmark
+    point_to_point: ClassVar[PointToPoint | None] = None
 
     # -- configuration
     def all_params(self) -> dict[str, Param]:
@@ -355,11 +381,13 @@ class Application(Benchmark):
     ``shm`` or ``tcp``), or split into two blocks over two hosts (``net``).
     One rank exchanges nothing, so it runs only once, over shared memory.
     ``row_name`` is the benchmark its tidy rows carry and ``time_metric`` the
-    metric its runs are compared by across the interconnect classes.
+    metric its runs are compared by across the interconnect classes;
+    ``label`` names it and its input in tables (and what it stands in for).
     ``inputs`` (:data:`INPUTS_DOC`) lists input sets that are not crossed
     with each other."""
 
     row_name: ClassVar[str]
+    label: ClassVar[str]
     time_metric: ClassVar[str] = "wall_time"
     #: parameters that are not part of an input set
     RUN_PARAMS: ClassVar[tuple[str, ...]] = ("mpis", "ranks", "paths")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource
+from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint
 from .common import check_no_mpi_error, error_re, read_text
 
 TITLE_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks (?P<version>\S+), MPI-1 part", re.M)
@@ -102,6 +102,7 @@ class IMB(Benchmark):
     experiment = "imb"
     title = "Intel MPI Benchmarks 2021.3 (IMB-MPI1) point-to-point tests (Expósito et al.)"
     metrics = {"latency": "us", "bandwidth": "MB/s"}
+    point_to_point = PointToPoint("IMB PingPong", ("imb", "PingPong", "latency"), ("imb", "PingPong", "bandwidth"))
     params = {
         "mpis": Mpis(),
         "tests": Choices(("PingPong", "PingPing"), "IMB-MPI1 benchmarks (2 ranks each).", ["PingPong"], sweep="test"),

@@ -102,6 +102,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
 class LAMMPS(Application):
     name = "lammps"
     row_name = "lammps"
+    label = "LAMMPS, Lennard-Jones melt (NAMD's stand-in)"
     time_metric = "loop_time"
     experiment = "lammps"
     title = ("LAMMPS Lennard-Jones melt (in.lj, NVE): the stand-in for NAMD (Atif et al.) over the data paths "

@@ -311,6 +311,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
 class MILC(Application):
     name = "milc"
     row_name = "milc"
+    label = "MILC"
     experiment = "milc"
     title = ("MILC lattice QCD (su3_rhmd_hisq, 2+1+1 HISQ flavours): time per trajectory and per CG iteration, "
              "results checked against references (Ramakrishnan et al., Fig. 1b)")

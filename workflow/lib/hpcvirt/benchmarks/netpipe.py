@@ -26,7 +26,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
-from .base import Benchmark, Int, Job, Mpis, Package, Paths
+from .base import Benchmark, Int, Job, Mpis, Package, Paths, PointToPoint
 
 LINE_RE = re.compile(
     r"^\s*(?P<idx>\d+):\s+(?P<bytes>\d+) bytes\s+(?P<times>\d+) times -->\s+"
@@ -95,6 +95,7 @@ class NetPIPE(Benchmark):
     raw_template = "{mpi}-{path}_{min_bytes}-{max_bytes}"
     wireup = {"min_bytes": 1, "max_bytes": 64}
     metrics = {"latency": "us", "bandwidth": "Mbit/s"}
+    point_to_point = PointToPoint("NetPIPE", ("netpipe", None, "latency"), ("netpipe", None, "bandwidth"), headline=True)
     success = ("every size from min_bytes to max_bytes has a complete result line, sizes increase, "
                "and no launcher/MPI error text appears")
 

@@ -107,6 +107,7 @@ def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Me
 class OpenFOAM(Application):
     name = "openfoam"
     row_name = "openfoam-dambreak"
+    label = "OpenFOAM damBreak"
     span = staticmethod(end_time_of)      # the simulated time a variant names
     experiment = "openfoam"
     title = ("OpenFOAM 1912 damBreak (interFoam, laminar): solver wall time, speed-up and efficiency per set-up "

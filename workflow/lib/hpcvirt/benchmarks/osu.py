@@ -52,7 +52,7 @@ from pathlib import Path
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, error_re
-from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource
+from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint
 
 TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
 DATATYPE_RE = re.compile(r"^# Datatype: (?P<datatype>\w+)\.?\s*$")
@@ -240,6 +240,7 @@ class OSU(Benchmark):
     }
     metrics = {"latency_avg": "us", "latency_min": "us", "latency_max": "us", "latency_p{n}": "us",
                "bandwidth": "MB/s", "bandwidth_p{n}": "MB/s"}
+    point_to_point = PointToPoint("OSU", ("osu_latency", None, "latency_avg"), ("osu_bw", None, "bandwidth"))
     success = ("a title, a column header and a complete numeric row for every size up to max_bytes, "
                "and no launcher/MPI error text")
 

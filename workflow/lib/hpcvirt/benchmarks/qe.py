@@ -186,6 +186,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
 class QuantumEspresso(Application):
     name = "qe"
     row_name = "qe-pw"
+    label = "Quantum ESPRESSO pw.x (PARATEC's stand-in)"
     experiment = "qe"
     title = ("Quantum ESPRESSO 6.7 pw.x, bulk-Si scf (plane-wave DFT, the stand-in for PARATEC of Ramakrishnan "
              "et al., Fig. 1a): wall time and time per scf iteration per set-up")

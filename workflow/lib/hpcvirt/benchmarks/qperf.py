@@ -20,7 +20,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import read_text, server_keys
-from .base import Choices, ClientServer, Int, Job, Package
+from .base import Choices, ClientServer, Int, Job, Package, PointToPoint
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
 FIELD_RE = re.compile(r"^\s+(?P<key>\w+)\s+=\s+(?P<value>\d+(?:\.\d+)?)\s+(?P<unit>ns|bytes/sec|bytes)\s*$")
@@ -107,6 +107,7 @@ class Qperf(ClientServer):
     build = Package(("qperf",))
     testbed_keys = server_keys(19765)
     metrics = {"latency": "us", "bandwidth": "MB/s"}
+    point_to_point = PointToPoint("qperf", ("qperf", None, "latency"), ("qperf", None, "bandwidth"), headline=True)
     success = "a result with value and size for every requested size, and no connection error"
 
     def job(self, s: dict, entry: dict) -> Job:
