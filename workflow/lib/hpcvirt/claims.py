@@ -59,6 +59,9 @@ from .analysis import normalize_units
 VERDICTS = ("holds", "does not hold", "inconclusive", "not tested", "not testable")
 #: The reason of a check whose rows come from guests under TCG software emulation.
 TCG_REASON = "not testable on this host: guests emulated (TCG), the value measures the emulator"
+#: The reason of a check whose rows would come from guests that ran emulated without its experiment.
+TCG_LEFT_OUT_REASON = ("not testable on this host: guests emulated (TCG), where the campaign ran only the "
+                       "experiments that show their paths work (config key emulated_guests)")
 #: The least achieved coverage of a check's interval that may decide it (five rounds give 93.75 %).
 MIN_COVERAGE = 0.9
 STUDIES = ("exposito2012", "nanos2010", "atif2016", "ramakrishnan2011", "richter2015")
@@ -216,6 +219,18 @@ def _quantity(tidy: pd.DataFrame, check: dict, caches: dict | None = None
     return values / ref, None, virt
 
 
+def _emulated_testbeds(tidy: pd.DataFrame, check: dict) -> list[str]:
+    """The testbeds where a check finds none of its rows and every row of the campaign comes from guests
+    under TCG: its experiment was left out of emulated guests (hpcvirt.config.emulated)."""
+    out = set()
+    for sel in leaves(check["selectors"]):
+        tb = sel.get("testbed")
+        if isinstance(tb, str) and select(tidy, sel).empty:
+            if set(tidy.loc[tidy["testbed"] == tb, "virtualization"].astype(str)) == {"qemu-tcg"}:
+                out.add(tb)
+    return sorted(out)
+
+
 def _raw_quantity(tidy: pd.DataFrame, check: dict) -> tuple[np.ndarray | None, str | None, set]:
     virt = set()
     for sel in leaves(check["selectors"]):
@@ -294,7 +309,9 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
             row = dict(base, check=j, quantity=chk["quantity"], unit=chk["unit"],
                        threshold=threshold_text(chk["test"], chk["bound"]),
                        tcg="qemu-tcg" in virt)
-            if values is None:
+            if values is None and _emulated_testbeds(tidy, chk):
+                row.update(verdict="not testable", reason=TCG_LEFT_OUT_REASON, tcg=True)
+            elif values is None:
                 row.update(verdict="not tested", reason=f"not measured in this campaign: {missing}")
             else:
                 ci = stats.median_ci(values, level)
