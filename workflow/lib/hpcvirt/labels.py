@@ -15,6 +15,8 @@ import re
 from .benchmarks import REGISTRY
 
 # ------------------------------------------------------------------ labels
+#: What a point-to-point benchmark below MPI (its rows' ``mpi``: ``none``) measures.
+RAW_TCP = "raw TCP"
 #: MPI libraries by the tidy column ``mpi`` (``none``: a raw TCP tool).
 MPI_LABEL = {"openmpi": "Open MPI", "mpich": "MPICH", "none": "raw TCP (qperf)"}
 #: Data paths by the tidy column ``interconnect``.

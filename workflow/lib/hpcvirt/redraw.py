@@ -41,7 +41,7 @@ import pandas as pd
 from . import stats, yamlio
 from .analysis import normalize_units
 from .benchmarks import REGISTRY
-from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, fmt_axis, tex
+from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, RAW_TCP, fmt_axis, tex
 from .query import SELECT_KEYS, QueryError, leaves, per_round, select
 
 LAYOUTS = ("sweep", "bars")
@@ -50,7 +50,6 @@ SWEEP_METRICS = {"latency": ("latency_us", "µs"), "bandwidth": ("bandwidth_gbps
 SWEEP_BENCHMARKS = tuple(REGISTRY.point_to_point_rows())     # the point-to-point benchmarks' rows
 #: their latency metrics (shown as latency)
 SWEEP_LATENCY = tuple(sorted({p.latency[2] for _, p in REGISTRY.point_to_point() if p.latency}))
-RAW_TCP = "raw TCP"     # the series of a point-to-point benchmark below MPI (drawn as points, not a curve)
 # (our unit, the study's unit) -> factor
 CONVERT = {("Gbit/s", "Gbit/s"): 1.0, ("Gbit/s", "MiB/s"): 1e9 / 8 / 2**20, ("Gbit/s", "MB/s"): 1e9 / 8 / 1e6,
            ("us", "µs"): 1.0, ("fraction", "%"): 100.0, ("s", "s"): 1.0, ("Mop/s", "Mop/s"): 1.0}
@@ -191,7 +190,7 @@ def sweep_rows(summary: pd.DataFrame, ours: dict, benchmarks) -> pd.DataFrame:
     d = select(summary, ours)
     d = d[d["benchmark"].isin(benchmarks) & d["metric"].isin([*SWEEP_LATENCY, "bandwidth"])].copy()
     d["metric"] = d["metric"].replace({m: "latency" for m in SWEEP_LATENCY})
-    # a benchmark below MPI (its rows' mpi: none) is raw TCP
+    # a benchmark below MPI (its rows' mpi: none) is raw TCP, drawn as points, not a curve
     d["series"] = [(f"{b} {RAW_TCP}" if m == "none" else f"{b} {m}") + (f" ({i})" if len(set(d["interconnect"])) > 1
                                                                         else "")
                    for b, m, i in zip(d["benchmark"], d["mpi"], d["interconnect"])]

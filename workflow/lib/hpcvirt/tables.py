@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .benchmarks import REGISTRY, Application
-from .labels import (MPI_LABEL, PATH_LABEL, PLACEMENT_LABEL, camel, digit_words, fmt, fmt_bytes, fmt_ci,
+from .labels import (MPI_LABEL, PATH_LABEL, PLACEMENT_LABEL, RAW_TCP, camel, digit_words, fmt, fmt_bytes, fmt_ci,
                      latex_escape, macro, testbed_label)
 from .paper import headline
 
@@ -47,7 +47,7 @@ def results_table_tex(summary: pd.DataFrame, *, latency_bytes: int = 8) -> str:
 def _label(sel: dict) -> str:
     tb = testbed_label(sel["testbed"], sel.get("virtualization"))
     if sel["mpi"] == "none":      # a benchmark below MPI
-        return f"{tb}: raw TCP ({sel['benchmark']})"
+        return f"{tb}: {RAW_TCP} ({sel['benchmark']})"
     return f"{tb}: {MPI_LABEL.get(sel['mpi'], sel['mpi'])}, {PATH_LABEL.get(sel['interconnect'], sel['interconnect'])}"
 
 

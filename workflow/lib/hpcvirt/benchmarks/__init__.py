@@ -82,7 +82,7 @@ class Registry:
     def point_to_point_rows(self, headline: bool | None = None) -> dict[str, tuple[str | None, str | None]]:
         """{tidy benchmark: (variant or None, latency metric or None)} of every point-to-point row (only the
         headline ones, or only the others, with ``headline``)."""
-        return {row: v for _, p in self.point_to_point() if headline in (None, p.headline)
+        return {row: v for _, p in self.point_to_point() if headline is None or p.headline == headline
                 for row, v in p.rows().items()}
 
     def by_experiment(self, experiment: str) -> Benchmark:
