@@ -2,6 +2,7 @@
 file, the key and what is allowed."""
 
 import copy
+import json
 import os
 import shutil
 import subprocess
@@ -446,6 +447,27 @@ def test_the_plan_expects_kvm_only_where_qemu_starts_a_kvm_vcpu():
         [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-m", "64", "-nodefaults", "-display", "none",
          "-S", "-monitor", "stdio"], input="quit\n", capture_output=True, text=True, timeout=30).returncode == 0
     assert (accel, bool(why)) == ("kvm" if starts else "tcg", True), why
+
+
+def test_the_planned_accelerator_is_asked_once_per_boot_and_qemu(tmp_path, monkeypatch):
+    """Every job plans the study again: the answer for auto is kept with the boot id and QEMU's stamp,
+    and a record of another boot or another QEMU is asked again."""
+    from hpcvirt import qemu
+
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path))
+    if qemu._qemu_stamp() is None or not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        assert qemu.planned_accel("auto")[0] == "tcg" and not (tmp_path / "kvm-planned.json").exists()
+        return
+    asked = qemu.planned_accel("auto")
+    record = tmp_path / "kvm-planned.json"
+    kept = json.loads(record.read_text())
+    assert (kept["accel"], kept["why"], kept["boot_id"]) == (*asked, qemu._boot_id())
+    # the kept answer is what the next job gets (planted: QEMU is not asked again)
+    record.write_text(json.dumps(dict(kept, accel="planted", why="kept")))
+    assert qemu.planned_accel("auto") == ("planted", "kept")
+    for stale in ({"boot_id": "another-boot"}, {"qemu": ["/usr/bin/other-qemu", 1, 2]}):
+        record.write_text(json.dumps(dict(kept, accel="planted", why="kept", **stale)))
+        assert qemu.planned_accel("auto") == asked
 
 
 def test_skip_unoffered_with_nothing_left_to_run_is_an_error():

@@ -174,8 +174,8 @@ def _minutes(seconds: float) -> str:
 def status(study: dict, archive: str | None) -> str | None:
     """One line: measurements done of the campaign, and the expected time of
     the rest from the archived campaign ``archive``; None when all are done."""
-    raw = all_raw_paths(study)
-    missing = [p for p in raw if not paths.resolve(p).exists()]
+    raw, root = all_raw_paths(study), paths.root()
+    missing = [p for p in raw if not (root / p).exists()]
     if not missing:
         return None
     line = f"{len(raw) - len(missing)} of {len(raw)} measurements of campaign {study['campaign']} done"

@@ -48,6 +48,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -215,11 +216,42 @@ def planned_accel(accel: str, timeout_s: float = 10) -> tuple[str, str]:
     under a second); where that fails the guests are emulated for sure.
     Where it works, the round's own probe boot (:func:`probe_kvm_cached`)
     still decides, so a plan may expect KVM and the guests run under TCG,
-    never the other way round."""
+    never the other way round.
+
+    Every job of a campaign plans the study again (one process each): the
+    answer for ``auto`` is kept in ``<workdir>/kvm-planned.json`` with the
+    host's boot id and QEMU's inode and modification time, and asked again
+    after a reboot or another QEMU (about 0.1 s a measurement otherwise)."""
     if accel in ("kvm", "tcg"):
         return accel, f"vm.accel: {accel}"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "tcg", "/dev/kvm not accessible"
+    record, boot, stamp = paths.workdir() / "kvm-planned.json", _boot_id(), _qemu_stamp()
+    try:
+        kept = json.loads(record.read_text())
+        if boot and stamp and kept.get("boot_id") == boot and kept.get("qemu") == stamp:
+            return kept["accel"], kept["why"]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    accel, why = _ask_kvm(timeout_s)
+    if boot and stamp:
+        with contextlib.suppress(OSError):
+            write_json(record, {"boot_id": boot, "qemu": stamp, "accel": accel, "why": why})
+    return accel, why
+
+
+def _qemu_stamp() -> list | None:
+    """QEMU's path, inode and modification time (another or an upgraded QEMU changes them)."""
+    found = shutil.which(QEMU)
+    try:
+        st = Path(found).resolve().stat() if found else None
+    except OSError:
+        st = None
+    return [str(Path(found).resolve()), st.st_ino, st.st_mtime_ns] if st else None
+
+
+def _ask_kvm(timeout_s: float) -> tuple[str, str]:
+    """QEMU asked for one KVM vCPU (:func:`planned_accel`)."""
     argv = [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-smp", "1", "-m", "64",
             "-nodefaults", "-no-user-config", "-display", "none", "-S", "-monitor", "stdio"]
     try:
