@@ -59,9 +59,18 @@ fi
 stamp=.venv/.requirements.sha256
 want=$(sha256sum requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "install-deps: installing pinned Python packages (requirements.lock)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+  # uv (pinned by hash in workflow/envs/installer.lock) where it installs, else pip; an offline
+  # bundle's wheelhouse is read by pip
+  if [ ! -d bundle/wheelhouse ] && .venv/bin/python -m pip install -q --disable-pip-version-check \
+      --require-hashes -r workflow/envs/installer.lock 2>/dev/null; then
+    echo "install-deps: installing pinned Python packages (requirements.lock) with uv"
+    .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode -r requirements.lock
+    .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+  else
+    echo "install-deps: installing pinned Python packages (requirements.lock) with pip"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+  fi
   .venv/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
   echo "$want" > "$stamp"
 fi
