@@ -524,6 +524,26 @@ def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
     assert "measure" not in res.stdout.split("Job stats:")[1]
 
 
+def test_the_paper_graph_holds_the_jobs_of_the_archive_only():
+    """The paper reads the study's other campaigns (the verdicts' stability) and the companions as
+    committed records: no parse or measurement job of theirs is in the paper's graph (parsed by rule,
+    every other campaign's raw outputs were jobs of it: about 3,000, 5 s of every build)."""
+    from hpcvirt.config import archived_campaign
+
+    others = [p.name for p in (ROOT / "data/results").iterdir()
+              if p.name.startswith("local-") and p.name != archived_campaign()]
+    assert len(others) >= 2, "the study's other archived campaigns are what this test is about"
+    res = snakemake(*PROFILE, "--dag", "dot", "paper/main.pdf", cwd=ROOT)
+    campaigns = set(re.findall(r"campaign: ([A-Za-z0-9._-]+)", res.stdout))
+    assert campaigns == {archived_campaign()}, sorted(campaigns)
+    # one measurement job per raw output of the archive's plan, but on testbeds measured in rounds
+    from hpcvirt.kinds import KINDS
+
+    study = dict(load_study()[0], campaign=archived_campaign())
+    alone = [p for p in matrix.all_raw_paths(study) if not KINDS[study["kinds"][Path(p).parts[3]]].boots_per_round]
+    assert len(re.findall(r"label = \"measure\\n", res.stdout)) == len(alone) > 0
+
+
 def test_a_run_without_the_profile_refuses_to_start(tmp_path):
     """Plain `snakemake` keeps Snakemake's default rerun triggers: in a
     checkout that has measured before, a changed measurement script would
