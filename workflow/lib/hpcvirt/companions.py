@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from .benchmarks import REGISTRY
 from .labels import (MPI_LABEL, PATH_LABEL, RUNTIME_LABEL, SUITE_LABEL, camel, fmt, fmt_bytes, fmt_ci, latex_escape,
                      macro, path_key, path_label, reported)
 
@@ -121,6 +122,16 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
     return "".join(out)
 
 
+def _datapath_benchmarks():
+    """The point-to-point declarations of the data-path table's columns (``PointToPoint.datapath``): the one
+    benchmark that runs over MPI and the one of raw TCP."""
+    found = {mpi: [p for b, p in REGISTRY.point_to_point() if p.datapath and ("mpis" in b.params) == mpi]
+             for mpi in (True, False)}
+    if any(len(v) != 1 for v in found.values()):
+        raise ValueError(f"the data-path table needs one MPI and one raw-TCP benchmark with a column, not {found}")
+    return found[True][0], found[False][0]
+
+
 def _ci_or_dash(r, key: str) -> str:
     """``_ci`` of a row's ``key`` (with ``_lo``/``_hi``), or a dash where the row has none."""
     v = r.get(key) if hasattr(r, "get") else None
@@ -225,23 +236,30 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
         prow = []
         order = {"loopback": 0, "bridge": 1}
         paths = paths.assign(o=paths["path"].map(lambda p: order.get(p, 2)), lim=paths["path"].str.contains(","))
+        # the columns the point-to-point benchmarks declare (PointToPoint.datapath): an MPI benchmark's
+        # latency and bandwidth (Open MPI's) and raw TCP's bandwidth; macros <Stem>Lat and <Stem>Bw
+        mpi_p2p, tcp_p2p = _datapath_benchmarks()
+        mpi_stem, tcp_stem = f"{mpi_p2p.datapath}_openmpi", tcp_p2p.datapath
+        columns = [("streams", "Streams")] + [(f"{stem}_{side}", f"{camel(p2p.datapath)}{side.title()}")
+                                             for p2p, stem in ((mpi_p2p, mpi_stem), (tcp_p2p, tcp_stem))
+                                             for side in ("lat", "bw")]
         for _, r in paths.sort_values(["o", "lim", "path"]).iterrows():
             k = f"hvDp{camel(r['testbed'])}"
-            for key, name in (("streams", "Streams"), ("qperf_bw", "QperfBw"), ("qperf_lat", "QperfLat"),
-                              ("netpipe_openmpi_lat", "NetpipeLat"), ("netpipe_openmpi_bw", "NetpipeBw")):
+            for key, name in columns:
                 if key in r and pd.notna(r[key]):
                     out += [macro(f"{k}{name}", fmt(r[key])), macro(f"{k}{name}Lo", fmt(r[f"{key}_lo"])),
                             macro(f"{k}{name}Hi", fmt(r[f"{key}_hi"]))]
             prow.append(f"{latex_escape(r['path'])} & {latex_escape(r['testbed'])} & "
-                        f"{_ci_or_dash(r, 'netpipe_openmpi_lat')} & {_ci_or_dash(r, 'netpipe_openmpi_bw')} & "
-                        f"{_ci_or_dash(r, 'qperf_bw')} & {_ci_or_dash(r, 'streams')} \\\\")
+                        f"{_ci_or_dash(r, f'{mpi_stem}_lat')} & {_ci_or_dash(r, f'{mpi_stem}_bw')} & "
+                        f"{_ci_or_dash(r, f'{tcp_stem}_bw')} & {_ci_or_dash(r, 'streams')} \\\\")
         out.append(
             "\\newcommand{\\hvDpTable}{%\n"
             "\\begin{table}[!tbp]\n\\centering\\scriptsize\n"
-            f"\\caption{{What each data path costs (campaign \\texttt{{{latex_escape(campaign)}}}): NetPIPE (Open MPI, "
-            f"one rank per host) latency at {fmt_bytes(latency_bytes)} ($\\mu$s) and peak bandwidth (Gbit/s), "
-            f"raw TCP bandwidth (qperf, Gbit/s) and the aggregate of four concurrent TCP streams (iperf3, "
-            f"Gbit/s), median [CI] over the rounds. Loopback: this host, no network. NetPIPE's peak over a "
+            f"\\caption{{What each data path costs (campaign \\texttt{{{latex_escape(campaign)}}}): {mpi_p2p.label} "
+            f"({MPI_LABEL['openmpi']}, one rank per host) latency at {fmt_bytes(latency_bytes)} ($\\mu$s) and peak "
+            f"bandwidth (Gbit/s), raw TCP bandwidth ({tcp_p2p.label}, Gbit/s) and the aggregate of four concurrent "
+            f"TCP streams ({REGISTRY.by_experiment('streams').name}, Gbit/s), median [CI] over the rounds. Loopback: "
+            f"this host, no network. {mpi_p2p.label}'s peak over a "
             f"limited link is above the limit: the token bucket's burst lets a message of a few kilobytes pass at "
             f"the bridge's speed. --: not measured on that path in this campaign (the study's "
             f"\\texttt{{skip\\_testbeds}}, or what the testbed offers). Source: rule \\texttt{{datapaths}}.}}\n"

@@ -231,11 +231,11 @@ def _path(c: dict) -> str:
 
 def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float = 0.95) -> pd.DataFrame:
     """Per testbed of a data-path campaign: what each path costs MPI and TCP.
-    NetPIPE's latency at ``latency_bytes`` (us) and peak bandwidth (Gbit/s)
-    per MPI across the path (not on this host: it has no path between hosts),
-    qperf's TCP latency at its smallest size (us) and peak bandwidth (Gbit/s),
-    and the concurrent TCP streams' aggregate (Gbit/s; over loopback on this
-    host): median and CI over the rounds, with the path's label."""
+    The latency at ``latency_bytes`` (us) and peak bandwidth (Gbit/s) per MPI
+    of each point-to-point benchmark that declares a column here
+    (``PointToPoint.datapath``), over the network (shared memory left out),
+    and the concurrent TCP streams' aggregate (Gbit/s; over loopback
+    on this host): median and CI over the rounds, with the path's label."""
     from .analysis import normalize_units, streams_summary
     from .query import per_round_at
 
@@ -252,15 +252,18 @@ def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float =
                 row.update({key: ci["median"], f"{key}_lo": ci["ci_low"], f"{key}_hi": ci["ci_high"],
                             f"{key}_n": ci["n"]})
 
-        np_ = g[(g["benchmark"] == "netpipe") & (g["interconnect"] != "shm")]
-        for mpi, m in np_.groupby("mpi", sort=True):
-            put(f"netpipe_{mpi}_lat", per_round_at(m[m["metric"] == "latency"], {}, latency_bytes))
-            put(f"netpipe_{mpi}_bw", per_round_at(m[m["metric"] == "bandwidth"], {}, None))
-        qp = g[g["benchmark"] == "qperf"]
-        lat = qp[qp["metric"] == "latency"]
-        if len(lat):
-            put("qperf_lat", per_round_at(lat, {}, int(lat["msg_bytes"].min())))
-        put("qperf_bw", per_round_at(qp[qp["metric"] == "bandwidth"], {}, None))
+        # the point-to-point benchmarks that declare a data-path column (PointToPoint.datapath), across the path
+        for _, p2p in REGISTRY.point_to_point():
+            if p2p.datapath is None:
+                continue
+            sides = [(side, suffix) for side, suffix in ((p2p.latency, "lat"), (p2p.bandwidth, "bw")) if side]
+            mine = g[g["benchmark"].isin({side[0] for side, _ in sides}) & (g["interconnect"] != "shm")]
+            for mpi, m in mine.groupby("mpi", sort=True):
+                stem = p2p.datapath if mpi == "none" else f"{p2p.datapath}_{mpi}"
+                for (bench, variant, metric), suffix in sides:
+                    d = m[(m["benchmark"] == bench) & (m["metric"] == metric)]
+                    d = d if variant is None else d[d["variant"] == variant]
+                    put(f"{stem}_{suffix}", per_round_at(d, {}, latency_bytes if suffix == "lat" else None))
         rows.append(row)
     out = pd.DataFrame(rows)
     st = streams_summary(tidy, level)

@@ -211,6 +211,10 @@ class PointToPoint:
     latency: tuple[str, str | None, str] | None
     bandwidth: tuple[str, str | None, str] | None
     headline: bool = False
+    #: In the data-path table (what each path between two hosts costs): the stem of its columns,
+    #: ``<stem>_<mpi>_lat`` and ``_bw`` (``<stem>_lat`` without an MPI), and of its macros,
+    #: ``\hvDp<Testbed><Stem>Lat`` (Open MPI's, or its only one); None: not in that table.
+    datapath: str | None = None
 
     def rows(self) -> dict[str, tuple[str | None, str | None]]:
         """{tidy benchmark: (variant or None, its latency metric or None)} of its rows."""

@@ -95,7 +95,8 @@ class NetPIPE(Benchmark):
     raw_template = "{mpi}-{path}_{min_bytes}-{max_bytes}"
     wireup = {"min_bytes": 1, "max_bytes": 64}
     metrics = {"latency": "us", "bandwidth": "Mbit/s"}
-    point_to_point = PointToPoint("NetPIPE", ("netpipe", None, "latency"), ("netpipe", None, "bandwidth"), headline=True)
+    point_to_point = PointToPoint("NetPIPE", ("netpipe", None, "latency"), ("netpipe", None, "bandwidth"), headline=True,
+                                  datapath="netpipe")
     success = ("every size from min_bytes to max_bytes has a complete result line, sizes increase, "
                "and no launcher/MPI error text appears")
 

@@ -107,7 +107,8 @@ class Qperf(ClientServer):
     build = Package(("qperf",))
     testbed_keys = server_keys(19765)
     metrics = {"latency": "us", "bandwidth": "MB/s"}
-    point_to_point = PointToPoint("qperf", ("qperf", None, "latency"), ("qperf", None, "bandwidth"), headline=True)
+    point_to_point = PointToPoint("qperf", ("qperf", None, "latency"), ("qperf", None, "bandwidth"), headline=True,
+                                  datapath="qperf")
     success = "a result with value and size for every requested size, and no connection error"
 
     def job(self, s: dict, entry: dict) -> Job:
