@@ -125,7 +125,7 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
 def _datapath_benchmarks():
     """The point-to-point declarations of the data-path table's columns (``PointToPoint.datapath``): the one
     benchmark that runs over MPI and the one of raw TCP."""
-    found = {mpi: [p for b, p in REGISTRY.point_to_point() if p.datapath and ("mpis" in b.params) == mpi]
+    found = {mpi: [p for b, p in REGISTRY.point_to_point() if p.datapath and b.mpi == mpi]
              for mpi in (True, False)}
     if any(len(v) != 1 for v in found.values()):
         raise ValueError(f"the data-path table needs one MPI and one raw-TCP benchmark with a column, not {found}")

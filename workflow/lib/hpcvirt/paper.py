@@ -19,6 +19,7 @@ import re
 import pandas as pd
 
 from .benchmarks import REGISTRY
+from .benchmarks.base import Application, Package, PinnedSource
 from .kinds import Qemu
 from .labels import camel, fmt, fmt_bytes, latex_escape, macro, path_key
 
@@ -91,7 +92,10 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
     lines.append(macro("hvReps", str(reps)))
     lines.append(macro("hvRuns", str(tidy["run_id"].nunique())))
     lines.append(macro("hvLatBytes", fmt_bytes(latency_bytes)))
-    sizes = tidy.loc[tidy["benchmark"] == "netpipe", "msg_bytes"]
+    # the sizes of the headline ping-pong over MPI (PointToPoint.headline)
+    pingpong = next((b for b, p in REGISTRY.point_to_point() if p.headline and b.mpi), None)
+    sizes = tidy.loc[tidy["benchmark"].astype(str).map(pingpong.owns) if pingpong else [False] * len(tidy),
+                     "msg_bytes"]
     if len(sizes):
         lines.append(macro("hvSizeMin", fmt_bytes(int(sizes.min()))))
         lines.append(macro("hvSizeMax", fmt_bytes(int(sizes.max()))))
@@ -110,8 +114,10 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         lines.append(macro("hvCores", str(host["cpu"]["lscpu"].get("CPU(s)", "?"))))
         lines.append(macro("hvKernel", latex_escape(host["kernel"]["release"])))
         pk = host.get("packages", {})
-        for name, pkg in (("Openmpi", "openmpi-bin"), ("Mpich", "mpich"), ("Netpipe", "netpipe-openmpi"),
-                          ("Qperf", "qperf")):
+        # the MPIs' packages and those of the headline point-to-point benchmarks (their first)
+        tools = [(camel(b.name), b.build.packages[0]) for b, p in REGISTRY.point_to_point()
+                 if p.headline and isinstance(b.build, Package) and b.build.packages]
+        for name, pkg in (("Openmpi", "openmpi-bin"), ("Mpich", "mpich"), *tools):
             lines.append(macro(f"hv{name}Version", latex_escape(pk.get(pkg, "not installed"))))
         virt = host.get("virtualization", {})
         lines.append(macro("hvHostVm", latex_escape(str(virt.get("vm")))))
@@ -127,10 +133,13 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
     # what the guests ran (where they would be emulated, a new campaign runs only what shows their paths work)
     ran = sorted(set(tidy.loc[guests, "benchmark"].astype(str)))
     lines.append(macro("hvGuestsRan", ", ".join(f"\\texttt{{{latex_escape(b)}}}" for b in ran) or "nothing"))
-    # the pinned suites: version as printed, source checksum (short), rounds
+    # the pinned suites (a pinned source of their own; not an application): version as printed, source
+    # checksum (short), rounds
     bench = tidy["benchmark"].astype(str)
-    for name, sel in (("Npb", bench.str.startswith("npb-")), ("Imb", bench == "imb"), ("Osu", bench.str.startswith("osu_"))):
-        d = tidy[sel]
+    suites = [b for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.suite == b.name
+              and not isinstance(b, Application)]
+    for b in suites:
+        name, d = camel(b.name), tidy[bench.map(b.owns)]
         if d.empty:
             continue
         versions = sorted({str(v) for v in d["suite_version"].dropna()}) if "suite_version" in d else []

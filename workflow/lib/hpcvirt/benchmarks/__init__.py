@@ -65,9 +65,10 @@ class Registry:
         return list(self.benchmarks)
 
     def by_rows(self, benchmark: str) -> Benchmark:
-        """The declaration whose tidy rows carry ``benchmark`` (its name, or an application's ``row_name``)."""
+        """The declaration whose tidy rows carry ``benchmark`` (its name, an application's ``row_name``, or a
+        name that begins with its ``row_prefix``)."""
         for b in self:
-            if benchmark == b.name or benchmark == getattr(b, "row_name", None):
+            if b.owns(benchmark):
                 return b
         raise KeyError(f"no benchmark declares rows {benchmark!r}")
 

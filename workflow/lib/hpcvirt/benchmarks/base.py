@@ -281,6 +281,14 @@ class Benchmark:
     wireup: ClassVar[dict[str, Any] | None] = None
     # where its latency and bandwidth rows are, if it is a point-to-point benchmark
     point_to_point: ClassVar[PointToPoint | None] = None
+    # its tidy rows' benchmark column: its name, or (a suite of several programs) names that begin with
+    # this prefix (NPB's npb-<kernel>, OSU's osu_<test>)
+    row_prefix: ClassVar[str] = ""
+
+    def owns(self, row: str) -> bool:
+        """Whether tidy rows whose benchmark column is ``row`` are this benchmark's."""
+        return row in (self.name, getattr(self, "row_name", None)) or bool(self.row_prefix) and \
+            str(row).startswith(self.row_prefix)
 
     # -- configuration
     def all_params(self) -> dict[str, Param]:

@@ -80,6 +80,7 @@ def parse_profile(path: Path, content: str) -> dict:
 
 class CommProfile(Benchmark):
     name = "commprof"
+    row_prefix = "commprof-"       # one row name per profiled kernel, commprof-<kernel>
     experiment = "profile"
     title = ("Communication profile of NPB kernels with the project's PMPI profiler: share of time in MPI and bytes "
              "sent between each pair of ranks (Atif et al. Fig. 3)")

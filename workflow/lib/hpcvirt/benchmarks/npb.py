@@ -177,6 +177,7 @@ def nprocs_problem(exp: dict) -> str | None:
 
 class NPB(Benchmark):
     name = "npb"
+    row_prefix = "npb-"            # one row name per kernel, npb-<kernel>
     experiment = "npb"
     title = "NAS Parallel Benchmarks 3.4.1 (MPI) kernels: Mop/s and time, verified (Expósito et al., Atif et al.)"
     params = {

@@ -215,6 +215,7 @@ PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")}
 
 class OSU(Benchmark):
     name = "osu"
+    row_prefix = "osu_"            # one row name per test, as OSU names its programs
     experiment = "osu"
     # the official archive's checksum is the one Spack's recipe records (after Spack 0.21.2)
     build = PinnedSource(
