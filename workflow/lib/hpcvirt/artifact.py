@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import progress
+from .benchmarks import REGISTRY
 from .claims import STUDIES
 from .labels import tex
 
@@ -73,7 +74,8 @@ def _table(caption: str, label: str, spec: str, head: list[str], body: list[list
     return "".join(lines)
 
 
-PACKAGES = ("openmpi-bin", "mpich", "libucx0", "gcc", "netpipe-openmpi", "qperf", "hwloc")
+#: The packages of each testbed's row: the MPIs, UCX, the compiler, the headline point-to-point benchmarks'.
+PACKAGES = ("openmpi-bin", "mpich", "libucx0", "gcc", *(pkg for _, pkg in REGISTRY.headline_packages()), "hwloc")
 
 
 def hardware_software(rec: pd.DataFrame) -> list[list[str]]:

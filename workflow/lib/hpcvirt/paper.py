@@ -19,7 +19,7 @@ import re
 import pandas as pd
 
 from .benchmarks import REGISTRY
-from .benchmarks.base import Application, Package, PinnedSource
+from .benchmarks.base import Application, PinnedSource
 from .kinds import Qemu
 from .labels import camel, fmt, fmt_bytes, latex_escape, macro, path_key
 
@@ -115,8 +115,7 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         lines.append(macro("hvKernel", latex_escape(host["kernel"]["release"])))
         pk = host.get("packages", {})
         # the MPIs' packages and those of the headline point-to-point benchmarks (their first)
-        tools = [(camel(b.name), b.build.packages[0]) for b, p in REGISTRY.point_to_point()
-                 if p.headline and isinstance(b.build, Package) and b.build.packages]
+        tools = [(camel(b.name), pkg) for b, pkg in REGISTRY.headline_packages()]
         for name, pkg in (("Openmpi", "openmpi-bin"), ("Mpich", "mpich"), *tools):
             lines.append(macro(f"hv{name}Version", latex_escape(pk.get(pkg, "not installed"))))
         virt = host.get("virtualization", {})

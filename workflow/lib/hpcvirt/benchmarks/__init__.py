@@ -80,6 +80,12 @@ class Registry:
         """The point-to-point benchmarks and their rows' declarations, in registry order."""
         return [(b, b.point_to_point) for b in self if b.point_to_point is not None]
 
+    def headline_packages(self) -> list[tuple[Benchmark, str]]:
+        """(benchmark, package) of each headline point-to-point benchmark installed as a distribution
+        package: its first package, whose version the paper and the artifact description name."""
+        return [(b, b.build.packages[0]) for b, p in self.point_to_point()
+                if p.headline and isinstance(b.build, Package) and b.build.packages]
+
     def point_to_point_rows(self, headline: bool | None = None) -> dict[str, tuple[str | None, str | None]]:
         """{tidy benchmark: (variant or None, latency metric or None)} of every point-to-point row (only the
         headline ones, or only the others, with ``headline``)."""
