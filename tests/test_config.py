@@ -453,9 +453,10 @@ def test_the_planned_accelerator_is_asked_once_per_boot_and_qemu(tmp_path, monke
     """Every job plans the study again: the answer for auto is kept with the boot id and QEMU's stamp,
     and a record of another boot or another QEMU is asked again."""
     from hpcvirt import qemu
+    from hpcvirt.provenance import program_stamp
 
     monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path))
-    if qemu._qemu_stamp() is None or not os.access("/dev/kvm", os.R_OK | os.W_OK):
+    if program_stamp(qemu.QEMU) is None or not os.access("/dev/kvm", os.R_OK | os.W_OK):
         assert qemu.planned_accel("auto")[0] == "tcg" and not (tmp_path / "kvm-planned.json").exists()
         return
     asked = qemu.planned_accel("auto")

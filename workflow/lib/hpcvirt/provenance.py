@@ -170,9 +170,14 @@ IDENTITY_TOOL = {"openmpi": "ompi_info", "mpich": "mpichversion"}
 
 
 def _tool_stamp(mpi: str) -> dict | None:
-    """Which identity tool ``PATH`` gives for ``mpi``, and its inode, size and
-    modification time (an upgrade or another installation changes them)."""
-    tool = shutil.which(IDENTITY_TOOL.get(mpi, ""))
+    """:func:`program_stamp` of the identity tool of ``mpi``."""
+    return program_stamp(IDENTITY_TOOL.get(mpi, ""))
+
+
+def program_stamp(program: str) -> dict | None:
+    """Which ``program`` ``PATH`` gives, and its inode, size and modification
+    time (an upgrade or another installation changes them); None without one."""
+    tool = shutil.which(program) if program else None
     if not tool:
         return None
     real = Path(tool).resolve()

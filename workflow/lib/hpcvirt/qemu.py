@@ -48,7 +48,6 @@ import contextlib
 import ipaddress
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from .netns import (GuardedTestbed, host_addresses, TestbedError, kill_pids, del
 from .atomic import write_json
 from .qemuguests import SSH_CONNECT_TIMEOUT_S, Cluster, GuestDied, tail
 from . import link, paths
+from .provenance import program_stamp
 
 # with the running guests' handle and its error (hpcvirt.qemuguests), which callers import from here
 __all__ = ["QEMU", "DEFAULT_SUBNET", "GUEST_ROOT", "BootTimeout", "Cluster", "GuestDied", "QemuCluster", "build_script",
@@ -226,7 +226,7 @@ def planned_accel(accel: str, timeout_s: float = 10) -> tuple[str, str]:
         return accel, f"vm.accel: {accel}"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "tcg", "/dev/kvm not accessible"
-    record, boot, stamp = paths.workdir() / "kvm-planned.json", _boot_id(), _qemu_stamp()
+    record, boot, stamp = paths.workdir() / "kvm-planned.json", _boot_id(), program_stamp(QEMU)
     try:
         kept = json.loads(record.read_text())
         if boot and stamp and kept.get("boot_id") == boot and kept.get("qemu") == stamp:
@@ -238,16 +238,6 @@ def planned_accel(accel: str, timeout_s: float = 10) -> tuple[str, str]:
         with contextlib.suppress(OSError):
             write_json(record, {"boot_id": boot, "qemu": stamp, "accel": accel, "why": why})
     return accel, why
-
-
-def _qemu_stamp() -> list | None:
-    """QEMU's path, inode and modification time (another or an upgraded QEMU changes them)."""
-    found = shutil.which(QEMU)
-    try:
-        st = Path(found).resolve().stat() if found else None
-    except OSError:
-        st = None
-    return [str(Path(found).resolve()), st.st_ino, st.st_mtime_ns] if st else None
 
 
 def _ask_kvm(timeout_s: float) -> tuple[str, str]:
