@@ -369,7 +369,8 @@ def test_the_guests_input_runs_natively_only_where_it_is_compared():
 def test_the_guests_run_one_round_and_the_claims_experiments_five():
     """by_kind.qemu.repetitions: every experiment in the guests has one round (it boots them; under TCG their
     numbers measure the emulator); the configurations a claim decided here reads have five rounds (an
-    interval of 93.75 %), and what no such claim reads fewer (by_testbed); the guests boot once."""
+    interval of 93.75 %), and what no such claim reads fewer (one round: shown, deciding nothing); the guests
+    boot once."""
     from hpcvirt.matrix import configurations, round_groups, schedule
 
     out, _ = load_study(copy.deepcopy(STUDY), testbed_dir=ROOT / "config/testbeds")
@@ -380,13 +381,37 @@ def test_the_guests_run_one_round_and_the_claims_experiments_five():
         ("local", "qe"), ("bridge", "qe"), ("bridge-10g", "qe"), ("bridge-gbe", "qe"), ("bridge-gbe", "milc"),
         ("bridge-gbe", "netpipe"), ("bridge-macvlan", "netpipe"), ("bridge-vxlan", "netpipe"),
         ("local", "iperf3"), ("bridge", "iperf3"), ("bridge-gbe", "iperf3"), ("bridge-macvlan", "iperf3")}
-    assert {r for k, r in reps.items() if k[0] != "vm" and r != 5} == {3}
+    # three rounds for the streams' baselines (this host, the bridge), one for what no claim reads
+    assert {k for k, r in reps.items() if k[0] != "vm" and r == 3} == {("local", "iperf3"), ("bridge", "iperf3")}
+    assert {r for k, r in reps.items() if k[0] != "vm" and r != 5} == {1, 3}
     # what the decided claims read: five rounds
     for key in (("local", "npb"), ("bridge-10g", "npb"), ("bridge-10g", "osu"), ("bridge-gbe", "osu"),
                 ("bridge-10g", "iperf3"), ("bridge-vxlan-gbe", "openfoam"), ("local", "milc"), ("bridge", "netpipe")):
         assert reps[key] == 5, key
     assert max(rep for c, rep in schedule(out) if c.testbed == "vm") == 1
     assert [rounds for rounds, _ in round_groups(out, "vm")] == [[1]]
+
+
+def test_a_campaign_keeps_the_rounds_it_holds_where_the_study_now_asks_for_fewer(tmp_path, monkeypatch):
+    """LAMMPS runs one round in a new campaign; a campaign holding three rounds of a configuration (the
+    archive, measured when the study asked for three) keeps all three in its plan and its schedule, and
+    only those: its tables are rebuilt from every output it holds, and nothing is measured into it."""
+    from hpcvirt.matrix import configurations, raw_path, schedule
+
+    monkeypatch.chdir(tmp_path)                    # data/raw/<campaign>/ of this test's own
+    study, _ = load_study(dict(copy.deepcopy(STUDY), campaign="held-rounds"), testbed_dir=ROOT / "config/testbeds",
+                          schema_dir=ROOT / "workflow/schemas")
+    lammps = [c for c in configurations(study) if c.testbed == "local" and c.benchmark == "lammps"]
+    assert lammps and {c.settings["repetitions"] for c in lammps} == {1}
+    rounds = lambda: {(c.key, rep) for c, rep in schedule(study) if c in lammps}  # noqa: E731
+    assert rounds() == {(c.key, 1) for c in lammps}
+    held = lammps[0]
+    for rep in (1, 2, 3):
+        Path(raw_path("held-rounds", held, rep)).parent.mkdir(parents=True, exist_ok=True)
+        Path(raw_path("held-rounds", held, rep)).write_text("held\n")
+    Path(raw_path("held-rounds", held, 4).replace(".out", ".failed-1.out")).write_text("a killed run\n")
+    assert rounds() == {(c.key, 1) for c in lammps} | {(held.key, 2), (held.key, 3)}
+    assert len(schedule(study)) == len(schedule(dict(study, campaign="new"))) + 2
 
 
 def _with_vm_accel(tmp_path: Path, accel: str) -> Path:

@@ -23,6 +23,7 @@ the others.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,22 +85,33 @@ def raw_path(campaign: str, c: Configuration, rep: int, ext: str = "out") -> str
     return f"{RAW_ROOT}/{campaign}/{c.testbed}/{c.benchmark}/{c.params}/rep-{rep}.{ext}"
 
 
-def _rounds(study: dict, configs: list[Configuration]) -> int:
-    """How many rounds: the study's repetitions, or an experiment's own if more."""
-    return max([study["repetitions"], *(c.settings.get("repetitions", 0) for c in configs)])
+def _held(study: dict, configs: list[Configuration]) -> dict[tuple[str, str, str], int]:
+    """Per configuration, the highest round the campaign holds an output of (0: none): a campaign keeps
+    in its plan the rounds it measured, also where the study now asks for fewer (the archive, when a
+    study spends its rounds elsewhere), so that its tables are rebuilt from every output it holds."""
+    out = {}
+    for c in configs:
+        held = [int(m.group(1)) for p in (Path(RAW_ROOT) / study["campaign"] / c.testbed / c.benchmark /
+                                          c.params).glob("rep-*.out")
+                if (m := re.fullmatch(r"rep-([0-9]+)\.out", p.name))]
+        out[c.key] = max(held, default=0)
+    return out
 
 
-def _in_round(study: dict, c: Configuration, rep: int) -> bool:
-    return rep <= c.settings.get("repetitions", study["repetitions"])
+def _reps(study: dict, c: Configuration, held: dict) -> int:
+    """The rounds a configuration takes part in: its experiment's (or the study's), or what the campaign
+    holds if more."""
+    return max(c.settings.get("repetitions", study["repetitions"]), held.get(c.key, 0))
 
 
 def schedule(study: dict) -> list[tuple[Configuration, int]]:
     """The interleaved order: round by round, a seeded shuffle inside each round."""
     configs = configurations(study)
+    held = _held(study, configs)
     rng = random.Random(study.get("seed", 0))
     order = []
-    for rep in range(1, _rounds(study, configs) + 1):
-        round_ = [c for c in configs if _in_round(study, c, rep)]
+    for rep in range(1, max([study["repetitions"], *(_reps(study, c, held) for c in configs)]) + 1):
+        round_ = [c for c in configs if rep <= _reps(study, c, held)]
         rng.shuffle(round_)
         order += [(c, rep) for c in round_]
     return order
@@ -110,9 +122,10 @@ def round_groups(study: dict, testbed: str) -> list[tuple[list[int], list[Config
     configurations)], e.g. rounds 1-3 with every experiment and rounds 4-5
     without those that ask for three repetitions."""
     configs = [c for c in configurations(study) if c.testbed == testbed]
+    held = _held(study, configs)
     groups: dict[tuple, list[int]] = {}
-    for rep in range(1, _rounds(study, configs) + 1):
-        members = tuple(c for c in configs if _in_round(study, c, rep))
+    for rep in range(1, max([study["repetitions"], *(_reps(study, c, held) for c in configs)]) + 1):
+        members = tuple(c for c in configs if rep <= _reps(study, c, held))
         if members:
             groups.setdefault(members, []).append(rep)
     return [(reps, list(members)) for members, reps in groups.items()]
