@@ -462,9 +462,9 @@ def test_emulated_guests_run_only_their_experiments_but_what_the_campaign_holds(
 
 
 def test_the_plan_expects_kvm_only_where_qemu_starts_a_kvm_vcpu():
-    """The accelerator a plan expects (hpcvirt.qemu.planned_accel): a testbed's explicit setting; for auto,
+    """The accelerator a plan expects (hpcvirt.kvm.planned_accel): a testbed's explicit setting; for auto,
     KVM only if QEMU creates a KVM vCPU on this host (asked here for real)."""
-    from hpcvirt.qemu import QEMU, planned_accel
+    from hpcvirt.kvm import QEMU, planned_accel
 
     assert planned_accel("tcg") == ("tcg", "vm.accel: tcg") and planned_accel("kvm") == ("kvm", "vm.accel: kvm")
     accel, why = planned_accel("auto")
@@ -477,23 +477,23 @@ def test_the_plan_expects_kvm_only_where_qemu_starts_a_kvm_vcpu():
 def test_the_planned_accelerator_is_asked_once_per_boot_and_qemu(tmp_path, monkeypatch):
     """Every job plans the study again: the answer for auto is kept with the boot id and QEMU's stamp,
     and a record of another boot or another QEMU is asked again."""
-    from hpcvirt import qemu
+    from hpcvirt import kvm
     from hpcvirt.provenance import program_stamp
 
     monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path))
-    if program_stamp(qemu.QEMU) is None or not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        assert qemu.planned_accel("auto")[0] == "tcg" and not (tmp_path / "kvm-planned.json").exists()
+    if program_stamp(kvm.QEMU) is None or not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        assert kvm.planned_accel("auto")[0] == "tcg" and not (tmp_path / "kvm-planned.json").exists()
         return
-    asked = qemu.planned_accel("auto")
+    asked = kvm.planned_accel("auto")
     record = tmp_path / "kvm-planned.json"
     kept = json.loads(record.read_text())
-    assert (kept["accel"], kept["why"], kept["boot_id"]) == (*asked, qemu._boot_id())
+    assert (kept["accel"], kept["why"], kept["boot_id"]) == (*asked, kvm._boot_id())
     # the kept answer is what the next job gets (planted: QEMU is not asked again)
     record.write_text(json.dumps(dict(kept, accel="planted", why="kept")))
-    assert qemu.planned_accel("auto") == ("planted", "kept")
+    assert kvm.planned_accel("auto") == ("planted", "kept")
     for stale in ({"boot_id": "another-boot"}, {"qemu": ["/usr/bin/other-qemu", 1, 2]}):
         record.write_text(json.dumps(dict(kept, accel="planted", why="kept", **stale)))
-        assert qemu.planned_accel("auto") == asked
+        assert kvm.planned_accel("auto") == asked
 
 
 def test_skip_unoffered_with_nothing_left_to_run_is_an_error():

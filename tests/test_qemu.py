@@ -144,21 +144,23 @@ def test_check_alive_names_dead_guest(tmp_path):
 
 
 def test_kvm_probe_is_kept_per_image_and_host_boot(tmp_path, monkeypatch):
+    from hpcvirt import kvm
+
     calls = []
-    monkeypatch.setattr(qemu, "probe_kvm", lambda image, timeout_s=10: calls.append(image) or (False, "no kvm"))
-    monkeypatch.setattr(qemu, "_PROBE_CACHE", {})
-    assert qemu.probe_kvm_cached(tmp_path) == (False, "no kvm")
+    monkeypatch.setattr(kvm, "probe_kvm", lambda image, timeout_s=10: calls.append(image) or (False, "no kvm"))
+    monkeypatch.setattr(kvm, "_PROBE_CACHE", {})
+    assert kvm.probe_kvm_cached(tmp_path) == (False, "no kvm")
     assert len(calls) == 1
     record = (tmp_path / "kvm-probe.json").read_text()
-    assert qemu._boot_id() in record
+    assert kvm._boot_id() in record
     # another process (a new round) of the same host boot reuses the record
-    monkeypatch.setattr(qemu, "_PROBE_CACHE", {})
-    ok, reason = qemu.probe_kvm_cached(tmp_path)
+    monkeypatch.setattr(kvm, "_PROBE_CACHE", {})
+    ok, reason = kvm.probe_kvm_cached(tmp_path)
     assert (ok, len(calls)) == (False, 1) and reason.startswith("no kvm (probed at ")
     # after a reboot of the host (another boot id) it probes again
-    monkeypatch.setattr(qemu, "_PROBE_CACHE", {})
-    monkeypatch.setattr(qemu, "_boot_id", lambda: "another-boot")
-    qemu.probe_kvm_cached(tmp_path)
+    monkeypatch.setattr(kvm, "_PROBE_CACHE", {})
+    monkeypatch.setattr(kvm, "_boot_id", lambda: "another-boot")
+    kvm.probe_kvm_cached(tmp_path)
     assert len(calls) == 2
 
 

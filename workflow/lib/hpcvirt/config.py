@@ -383,13 +383,13 @@ _PLANNED_ACCEL: dict[str, tuple[str, str]] = {}
 
 def emulated(testbeds: Mapping[str, dict]) -> dict[str, str]:
     """{testbed: why} of the testbeds whose guests will be emulated (TCG), as far as the study's
-    planning can know (hpcvirt.qemu.planned_accel, asked once per process)."""
+    planning can know (hpcvirt.kvm.planned_accel, asked once per process)."""
     out = {}
     for name, tb in testbeds.items():
         if KINDS[tb["kind"]].may_be_emulated:
             setting = tb.get("vm", {}).get("accel", "auto")
             if setting not in _PLANNED_ACCEL:
-                from .qemu import planned_accel
+                from .kvm import planned_accel
                 _PLANNED_ACCEL[setting] = planned_accel(setting)
             accel, why = _PLANNED_ACCEL[setting]
             if accel == "tcg":
