@@ -39,8 +39,9 @@ def test_every_declared_number_is_cited_by_the_text_and_grep_finds_its_declarati
 def _table_values(tidy: pd.DataFrame, latency_bytes: int) -> dict[tuple, dict]:
     """What the paper's tables print for the same quantities (their own code): the overheads table's
     pairs, the NPB table's Mop/s and its time ratios to the native testbed."""
-    from hpcvirt.analysis import (npb_ratios, npb_summary, placement_pairs, placement_summary, streams_summary,
-                                  summarize_tidy, tool_agreement)
+    from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy, tool_agreement
+    from hpcvirt.benchmarks.iperf3 import streams_summary
+    from hpcvirt.benchmarks.npb import npb_ratios, npb_summary
 
     out = {}
     for _, subject, reference in comparisons(tidy):

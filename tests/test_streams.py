@@ -1,6 +1,6 @@
 """Nanos et al.'s streams per data path: the labels of the data paths from
 the tidy columns and the summary the figure and the macros read
-(hpcvirt.analysis.streams_summary, hpcvirt.paper.streams_tex and the declared hvStreams numbers)."""
+(hpcvirt.benchmarks.iperf3.streams_summary, hpcvirt.paper.streams_tex and the declared hvStreams numbers)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from hpcvirt import numbers
-from hpcvirt.analysis import streams_summary
+from hpcvirt.benchmarks.iperf3 import streams_summary
 from hpcvirt.labels import datapath_label
 from hpcvirt.paper import streams_tex
 

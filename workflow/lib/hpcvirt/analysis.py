@@ -16,7 +16,7 @@ from . import paths, stats
 from .benchmarks import REGISTRY
 from .query import per_round_at
 from .kinds import Qemu
-from .labels import DATAPATH_ORDER, TO_GBITS, datapath_label, runtime_of
+from .labels import normalize_units, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
 # Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
@@ -80,20 +80,6 @@ def parse_outputs(raw_paths: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return tidy, pd.DataFrame(rejected, columns=["raw_path", "reason"])
 
 
-def normalize_units(tidy: pd.DataFrame) -> pd.DataFrame:
-    """Bandwidth in Gbit/s, latency in us."""
-    df = tidy.copy()
-    bw = df["metric"] == "bandwidth"
-    if not bw.any():
-        return df
-    factor = df.loc[bw, "unit"].map(TO_GBITS)
-    if factor.isna().any():
-        raise ValueError(f"unknown bandwidth units: {sorted(df.loc[bw, 'unit'][factor.isna()].unique())}")
-    df.loc[bw, "value"] = df.loc[bw, "value"] * factor
-    df.loc[bw, "unit"] = "Gbit/s"
-    return df
-
-
 def summarize_tidy(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     df = normalize_units(tidy)
     df["run_id"] = df["run_id"].str.split("/").str[0]  # campaign: one group per configuration
@@ -119,6 +105,37 @@ def host_summary(prov_paths: list[str]) -> dict:
         "first_started_at": min(r["started_at"] for r in recs if r.get("started_at")),
         "last_finished_at": max(r["finished_at"] for r in recs if r.get("finished_at")),
     }
+
+
+def headline(summary: pd.DataFrame, latency_bytes: int, benchmarks: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Per configuration of the point-to-point benchmarks (``benchmarks``: their tidy rows; by default the
+    headline ones, as they declare it): latency at ``latency_bytes`` and peak bandwidth, with CIs."""
+    point_to_point = REGISTRY.point_to_point_rows()
+    if benchmarks is None:
+        benchmarks = tuple(REGISTRY.point_to_point_rows(headline=True))
+    keys = ["testbed", "virtualization", "interconnect", *(["link"] if "link" in summary else []), "stack", "mpi",
+            "benchmark"]
+    out = []
+    summary = summary[summary["benchmark"].isin(benchmarks)]
+    for key, grp in summary.groupby(keys, dropna=False, sort=True):
+        rec = dict(zip(keys, key))
+        variant, lat_metric = point_to_point.get(rec["benchmark"], (None, "latency"))
+        if variant is not None:
+            grp = grp[grp["variant"].fillna("") == variant]
+        lat = grp[(grp["metric"] == lat_metric) & (grp["msg_bytes"] == latency_bytes)]
+        bw = grp[grp["metric"] == "bandwidth"]
+        if lat.empty and bw.empty:
+            continue
+        if not lat.empty:
+            r = lat.iloc[0]
+            rec.update(lat=r["median"], lat_lo=r["ci_low"], lat_hi=r["ci_high"], lat_n=int(r["n"]),
+                       lat_level=r["ci_level"])
+        if not bw.empty:
+            r = bw.loc[bw["median"].idxmax()]
+            rec.update(peak=r["median"], peak_lo=r["ci_low"], peak_hi=r["ci_high"], peak_bytes=int(r["msg_bytes"]),
+                       peak_n=int(r["n"]), peak_level=r["ci_level"])
+        out.append(rec)
+    return pd.DataFrame(out)
 
 
 def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, latency_bytes: int = 8,
@@ -227,54 +244,6 @@ def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
 
 
 # ------------------------------------------------------------ pinned suites
-def npb_summary(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per testbed, MPI, NPB kernel, class and rank count: Mop/s
-    (total) and time (s), median [CI] over repetitions."""
-    d = summary[summary["benchmark"].astype(str).str.startswith("npb-")
-                & summary["metric"].isin(["mops_total", "time"])]
-    if d.empty:
-        return pd.DataFrame()
-    keys = ["testbed", "virtualization", "interconnect", "mpi", "benchmark", "variant", "ranks", "nodes"]
-    rows = []
-    for key, grp in d.groupby(keys, sort=True, dropna=False):
-        rec = dict(zip(keys, key))
-        for _, r in grp.iterrows():
-            m = {"mops_total": "mops", "time": "time"}[r["metric"]]
-            rec.update({m: r["median"], f"{m}_lo": r["ci_low"], f"{m}_hi": r["ci_high"], "n": int(r["n"]),
-                        "ci_level": r["ci_level"]})
-        rows.append(rec)
-    out = pd.DataFrame(rows).rename(columns={"variant": "klass"})
-    out["kernel"] = out["benchmark"].str.removeprefix("npb-").str.upper()
-    return out.sort_values(["kernel", "klass", "testbed", "mpi", "ranks"]).reset_index(drop=True)
-
-
-def npb_ratios(tidy: pd.DataFrame, metric: str = "time") -> pd.DataFrame:
-    """Every testbed's NPB ``metric`` over the native testbed's (virtualization
-    none, no container) for the same kernel, class, MPI and ranks, paired by
-    interleaved round: median [CI] of the per-round ratios."""
-    d = tidy[tidy["benchmark"].astype(str).str.startswith("npb-") & (tidy["metric"] == metric)]
-    if d.empty:
-        return pd.DataFrame()
-    keys = ["benchmark", "variant", "mpi", "ranks"]
-    per = d.groupby(["testbed", "virtualization", "interconnect", *keys, "rep"])["value"].median().reset_index()
-    native = per[per["virtualization"] == "none"]
-    rows = []
-    for key, s in per.groupby(["testbed", "virtualization", "interconnect", *keys], sort=True):
-        tb, virt, ic, bench, klass, mpi, ranks = key
-        ref = native[(native["benchmark"] == bench) & (native["variant"] == klass) & (native["mpi"] == mpi)
-                     & (native["ranks"] == ranks)]
-        for rtb, r in ref.groupby("testbed", sort=True):
-            a, b = s.set_index("rep")["value"], r.set_index("rep")["value"]
-            both = a.index.intersection(b.index)
-            if len(both):
-                ci = stats.median_ci((a[both] / b[both]).to_numpy())
-                rows.append(dict(testbed=tb, virtualization=virt, interconnect=ic, reference=rtb, mpi=mpi,
-                                 kernel=bench.removeprefix("npb-").upper(), klass=klass, ranks=int(ranks),
-                                 ratio=ci["median"], ratio_lo=ci["ci_low"], ratio_hi=ci["ci_high"], n=ci["n"],
-                                 ci_level=ci["ci_level"]))
-    return pd.DataFrame(rows)
-
-
 def tool_agreement(tidy: pd.DataFrame, latency_bytes: int = 8, tools: tuple[str, str] = ("imb", "netpipe"),
                    variant: str = "PingPong") -> pd.DataFrame:
     """Two ping-pong tools on the same testbed, MPI and path: latency at
@@ -310,26 +279,6 @@ def tool_agreement(tidy: pd.DataFrame, latency_bytes: int = 8, tools: tuple[str,
                             f"{name}_ratio_hi": ci["ci_high"], "ci_level": ci["ci_level"]})
         rows.append(rec)
     return pd.DataFrame(rows)
-
-
-# ------------------------------------------------------ communication profiles
-def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(shares, matrix) of the communication profiles: per testbed, MPI,
-    kernel, class and ranks the share of time in MPI (median [CI]); and the
-    bytes each rank sent to each other rank (median over repetitions), with
-    ``src`` and ``dst`` split out of the variant (``<class> <src>><dst>``)."""
-    d = summary[summary["benchmark"].astype(str).str.startswith("commprof-")]
-    if d.empty:
-        return pd.DataFrame(), pd.DataFrame()
-    d = d.assign(kernel=d["benchmark"].str.removeprefix("commprof-").str.upper())
-    keep = ["testbed", "virtualization", "interconnect", "mpi", "kernel", "ranks", "median", "ci_low", "ci_high", "n",
-            "ci_level"]
-    shares = d[d["metric"] == "mpi_time_share"].assign(klass=lambda x: x["variant"])[keep + ["klass"]]
-    m = d[d["metric"] == "bytes_sent"].copy()
-    parts = m["variant"].str.extract(r"^(?P<klass>\S+) (?P<src>\d+)>(?P<dst>\d+)$")
-    m = pd.concat([m[keep], parts], axis=1).astype({"src": int, "dst": int})
-    return (shares.sort_values(["kernel", "testbed"]).reset_index(drop=True),
-            m.sort_values(["kernel", "testbed", "src", "dst"]).reset_index(drop=True))
 
 
 # ------------------------------------------------------------------ containers
@@ -403,33 +352,3 @@ def bare_host_peaks(tidy: pd.DataFrame) -> dict[str, tuple[float, float]]:
         peaks = g.groupby(["testbed", "mpi", "rep"])["value"].max()
         out[str(path)] = (float(peaks.min()), float(peaks.max()))
     return out
-
-
-# ------------------------------------------------------------------ streams
-def streams_summary(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Nanos et al.'s network benchmark per testbed: the receiver's aggregate
-    bandwidth of the concurrent TCP streams (Gbit/s), median [CI] over the
-    rounds, each stream's median, retransmissions (median), and the data
-    path's label; ordered as :data:`DATAPATH_ORDER`, unlimited links first."""
-    d = normalize_units(tidy[tidy["benchmark"] == "iperf3"].replace({"metric": {"stream_bandwidth": "bandwidth_s"}}))
-    if d.empty:
-        return pd.DataFrame()
-    rows = []
-    for (tb, virt), g in d.groupby(["testbed", "virtualization"], sort=True):
-        link = g["link"].iloc[0]
-        agg = g[g["metric"] == "bandwidth"].groupby("rep")["value"].median()
-        if agg.empty:
-            continue
-        ci = stats.median_ci(agg.to_numpy(), level)
-        per = g[g["metric"] == "bandwidth_s"]
-        streams = (per.groupby("variant")["value"].median() * TO_GBITS["MB/s"]).sort_index()
-        label = datapath_label(virt, link)
-        rows.append(dict(testbed=tb, virtualization=virt, link=link if isinstance(link, str) else "", path=label,
-                         streams=len(streams), gbits=ci["median"], gbits_lo=ci["ci_low"], gbits_hi=ci["ci_high"],
-                         n=ci["n"], ci_level=ci["ci_level"], stream_gbits=list(streams.round(4)),
-                         retransmits=float(g[g["metric"] == "retransmits"]["value"].median())))
-    out = pd.DataFrame(rows)
-    base = out["path"].str.split(",").str[0]
-    out["o"] = base.map({p: i for i, p in enumerate(DATAPATH_ORDER)}).fillna(len(DATAPATH_ORDER))
-    out["limited"] = out["path"].str.contains(",")
-    return out.sort_values(["limited", "o", "path"]).drop(columns=["o", "limited"]).reset_index(drop=True)

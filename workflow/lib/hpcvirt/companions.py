@@ -10,9 +10,12 @@ import math
 import pandas as pd
 
 from .benchmarks import REGISTRY
-from .labels import (MPI_LABEL, PATH_LABEL, RUNTIME_LABEL, SUITE_LABEL, camel, fmt, fmt_bytes, fmt_ci, latex_escape,
+from .labels import (MPI_LABEL, PATH_LABEL, RUNTIME_LABEL, camel, fmt, fmt_bytes, fmt_ci, latex_escape,
                      macro, path_key, path_label, reported)
 
+#: The point-to-point suites of the container comparison (the MPI ones), in its order: as each declares
+#: its rows (hpcvirt.benchmarks.PointToPoint).
+SUITE_LABEL = {b.name: p.label for b, p in REGISTRY.point_to_point() if b.mpi}
 
 CONTAINER_RUNTIMES = ("charliecloud", "apptainer")
 

@@ -4,15 +4,14 @@ from, so that a data path or an MPI library is called the same everywhere
 and a number is written the same way in every table.
 
 Nothing here names a benchmark: a benchmark's own display name is part of
-its declaration (:mod:`hpcvirt.benchmarks`).
+its declaration (:mod:`hpcvirt.benchmarks`), and this module imports none,
+so that the benchmarks' own views may use it.
 """
 
 from __future__ import annotations
 
 import math
 import re
-
-from .benchmarks import REGISTRY
 
 # ------------------------------------------------------------------ labels
 #: What a point-to-point benchmark below MPI (its rows' ``mpi``: ``none``) measures.
@@ -26,9 +25,6 @@ PATH_KEY = {"shm": "Shm", "tcp-loopback": "Tcp", "tcp": "Net"}
 #: Container runtimes by the suffix of the virtualization label
 #: (``none+charliecloud``); the bare host is ``none``.
 RUNTIME_LABEL = {"none": "bare host", "charliecloud": "Charliecloud", "apptainer": "Apptainer"}
-#: The point-to-point suites of the container comparison (the MPI ones), in its order: as each declares
-#: its rows (hpcvirt.benchmarks.PointToPoint).
-SUITE_LABEL = {b.name: p.label for b, p in REGISTRY.point_to_point() if b.mpi}
 #: Process placements of the stencil.
 PLACEMENT_LABEL = {"intra-node": "intra-node", "mixed": "mixed", "inter-node": "inter-node"}
 #: Data paths of the streams and data-path experiments in the order they are
@@ -46,6 +42,20 @@ COMPARATOR_TEX = {"=": "", "": "", "~": "$\\approx$", "<": "$<$", ">": "$>$", "<
                   "up_to": "up to"}
 #: The same as plain text, on figures.
 COMPARATOR_TEXT = {"~": "≈", "<": "<", "up_to": "≤", ">": ">", "<=": "≤", ">=": "≥"}
+
+
+def normalize_units(tidy):
+    """Tidy rows with bandwidth in Gbit/s (:data:`TO_GBITS`), latency in us."""
+    df = tidy.copy()
+    bw = df["metric"] == "bandwidth"
+    if not bw.any():
+        return df
+    factor = df.loc[bw, "unit"].map(TO_GBITS)
+    if factor.isna().any():
+        raise ValueError(f"unknown bandwidth units: {sorted(df.loc[bw, 'unit'][factor.isna()].unique())}")
+    df.loc[bw, "value"] = df.loc[bw, "value"] * factor
+    df.loc[bw, "unit"] = "Gbit/s"
+    return df
 
 
 def path_label(interconnect) -> str:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .benchmarks import REGISTRY
 from .benchmarks.base import Application, PinnedSource
+from .analysis import headline
 from .kinds import Qemu
 from .labels import camel, fmt, fmt_bytes, latex_escape, macro, path_key
 
@@ -40,33 +41,6 @@ POINT_TO_POINT = REGISTRY.point_to_point_rows()
 
 def macro_prefix(benchmark: str) -> str:
     return "" if benchmark in HEADLINE_BENCHMARKS else camel(benchmark.split("_")[0])
-
-
-def headline(summary: pd.DataFrame, latency_bytes: int, benchmarks=HEADLINE_BENCHMARKS) -> pd.DataFrame:
-    """Per configuration: latency at ``latency_bytes`` and peak bandwidth, with CIs."""
-    keys = ["testbed", "virtualization", "interconnect", *(["link"] if "link" in summary else []), "stack", "mpi",
-            "benchmark"]
-    out = []
-    summary = summary[summary["benchmark"].isin(benchmarks)]
-    for key, grp in summary.groupby(keys, dropna=False, sort=True):
-        rec = dict(zip(keys, key))
-        variant, lat_metric = POINT_TO_POINT.get(rec["benchmark"], (None, "latency"))
-        if variant is not None:
-            grp = grp[grp["variant"].fillna("") == variant]
-        lat = grp[(grp["metric"] == lat_metric) & (grp["msg_bytes"] == latency_bytes)]
-        bw = grp[grp["metric"] == "bandwidth"]
-        if lat.empty and bw.empty:
-            continue
-        if not lat.empty:
-            r = lat.iloc[0]
-            rec.update(lat=r["median"], lat_lo=r["ci_low"], lat_hi=r["ci_high"], lat_n=int(r["n"]),
-                       lat_level=r["ci_level"])
-        if not bw.empty:
-            r = bw.loc[bw["median"].idxmax()]
-            rec.update(peak=r["median"], peak_lo=r["ci_low"], peak_hi=r["ci_high"], peak_bytes=int(r["msg_bytes"]),
-                       peak_n=int(r["n"]), peak_level=r["ci_level"])
-        out.append(rec)
-    return pd.DataFrame(out)
 
 
 def quick_look_tex(quick: bool) -> str:
@@ -251,9 +225,9 @@ def commprof_tex(summary: pd.DataFrame) -> str:
     (MiB sent by all ranks together), ``\\hvProfPairs<Kernel><Testbed>``
     (rank pairs that exchanged data, of ``\\hvProfRanks`` ranks) and
     ``\\hvProfReps``."""
-    from .analysis import commprof_summary
+    from .views import by_name
 
-    shares, matrix = commprof_summary(summary)
+    shares, matrix = by_name("mpi_time_shares").compute(summary), by_name("bytes_per_pair").compute(summary)
     if shares.empty:
         return ""
     out = [macro("hvProfReps", str(int(shares["n"].min()))),
@@ -274,9 +248,9 @@ def streams_tex(tidy: pd.DataFrame) -> str:
     ``\\hvStreamsCount`` (concurrent streams) and ``\\hvStreamsPath<Testbed>``
     (the data path); the bandwidths and retransmissions the text cites are
     declared in ``workflow/numbers.yaml``."""
-    from .analysis import streams_summary
+    from .views import by_name
 
-    s = streams_summary(tidy)
+    s = by_name("streams").compute(tidy)
     if s.empty:
         return ""
     out = [macro("hvStreamsCount", str(int(s["streams"].max())))]

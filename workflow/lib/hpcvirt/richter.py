@@ -236,7 +236,8 @@ def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float =
     (``PointToPoint.datapath``), over the network (shared memory left out),
     and the concurrent TCP streams' aggregate (Gbit/s; over loopback
     on this host): median and CI over the rounds, with the path's label."""
-    from .analysis import normalize_units, streams_summary
+    from .analysis import normalize_units
+    from .views import by_name
     from .query import per_round_at
 
     df = normalize_units(tidy)
@@ -266,7 +267,7 @@ def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float =
                     put(f"{stem}_{suffix}", per_round_at(d, {}, latency_bytes if suffix == "lat" else None))
         rows.append(row)
     out = pd.DataFrame(rows)
-    st = streams_summary(tidy, level)
+    st = by_name("streams").compute(tidy, level)
     if len(st) and len(out):
         out = out.merge(st[["testbed", "gbits", "gbits_lo", "gbits_hi"]].rename(
             columns={"gbits": "streams", "gbits_lo": "streams_lo", "gbits_hi": "streams_hi"}), on="testbed", how="left")

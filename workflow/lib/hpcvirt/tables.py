@@ -11,7 +11,7 @@ import pandas as pd
 from .benchmarks import REGISTRY, Application
 from .labels import (MPI_LABEL, PATH_LABEL, PLACEMENT_LABEL, RAW_TCP, camel, digit_words, fmt, fmt_bytes, fmt_ci,
                      latex_escape, macro, testbed_label)
-from .paper import headline
+from .analysis import headline
 
 
 def _empty(what: str) -> str:
@@ -157,12 +157,12 @@ def npb_tex(summary: pd.DataFrame, tidy: pd.DataFrame) -> tuple[str, str]:
     kernel, class, MPI and ranks, paired by round).  Macros: the classes of
     each testbed (``\\hvNpbClassesLocal``); the kernels' numbers the text
     cites are declared in ``workflow/numbers.yaml``."""
-    from .analysis import npb_ratios, npb_summary
+    from .views import by_name
 
-    ns = npb_summary(summary)
+    ns = by_name("kernels").compute(summary)
     if ns.empty:
         return "", _empty("NPB runs")
-    ratios = npb_ratios(tidy)
+    ratios = by_name("kernel_ratios").compute(tidy)
     macros, rows = [], []
     classes = {tb: ", ".join(sorted(set(g["klass"]))) for tb, g in ns.groupby("testbed")}
     for tb, cl in classes.items():

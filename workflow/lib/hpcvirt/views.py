@@ -4,74 +4,38 @@ rule (``views``, ``workflow/rules/figures.smk``) into
 views (``workflow/figures.yaml``, key ``views``) and computes nothing: what
 it draws is a file that can be read, diffed and checked.
 
-Each view names the table it is computed from (``summary``: medians and
-CIs per configuration; ``tidy``: one row per value and round, for pairing
-by round), the function that computes it, the parameters it takes and
-what it holds.  Every row of a view is one plotted element.
+Each view (:class:`hpcvirt.benchmarks.View`) names the table it is computed
+from (``summary``: medians and CIs per configuration; ``tidy``: one row per
+value and round, for pairing by round), the function that computes it, the
+parameters it takes and what it holds.  Every row of a view is one plotted
+element.  A benchmark declares the views of its own rows; this module the
+views of rows of several benchmarks alike.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
 from . import analysis, apps
 from .atomic import write_csv
+from .benchmarks import REGISTRY, View
 
 
-@dataclass(frozen=True)
-class View:
-    name: str                          # data/results/<campaign>/views/<name>.csv
-    reads: str                         # summary or tidy
-    compute: Callable[..., pd.DataFrame]
-    what: str
-    params: tuple[str, ...] = ()       # latency_bytes
-
-
-def _headline(summary: pd.DataFrame, latency_bytes: int) -> pd.DataFrame:
-    from .paper import headline
-
-    return headline(summary, latency_bytes)
-
-
-def _streams(tidy: pd.DataFrame) -> pd.DataFrame:
-    s = analysis.streams_summary(tidy)
-    return s.drop(columns=["stream_gbits"]) if len(s) else s
-
-
-def _stream_each(tidy: pd.DataFrame) -> pd.DataFrame:
-    s = analysis.streams_summary(tidy)
-    if s.empty:
-        return s
-    rows = [dict(testbed=r["testbed"], path=r["path"], stream=i + 1, gbits=g)
-            for _, r in s.iterrows() for i, g in enumerate(r["stream_gbits"])]
-    return pd.DataFrame(rows)
-
-
-VIEWS: tuple[View, ...] = (
-    View("headline", "summary", _headline, "Per configuration of the ping-pong benchmarks: latency at the paper's "
+#: The views of rows of several benchmarks alike; each benchmark declares the views of its own rows
+#: (``views`` of its declaration, :class:`hpcvirt.benchmarks.View`).
+GENERIC: tuple[View, ...] = (
+    View("headline", "summary", analysis.headline, "Per configuration of the ping-pong benchmarks: latency at the paper's "
          "message size and peak bandwidth, medians with CIs.", ("latency_bytes",)),
     View("placement", "summary", analysis.placement_summary, "Per testbed, MPI and placement of the stencil: time, "
          "computation and communication per step and the share of messages across the network."),
-    View("kernels", "summary", analysis.npb_summary, "Per testbed, NPB kernel, class and process count: Mop/s and time "
-         "of verified runs."),
-    View("kernel_ratios", "tidy", analysis.npb_ratios, "Per kernel and process count: each testbed's NPB time over "
-         "the native testbed's, paired by round."),
     View("agreement", "tidy", analysis.tool_agreement, "Per testbed, MPI and path: IMB PingPong against NetPIPE, "
          "latency at the paper's message size and peak bandwidth, and their ratios.", ("latency_bytes",)),
-    View("mpi_time_shares", "summary", lambda s: analysis.commprof_summary(s)[0], "Per testbed, kernel and "
-         "class: the share of run time inside MPI."),
-    View("bytes_per_pair", "summary", lambda s: analysis.commprof_summary(s)[1], "Per testbed, kernel and "
-         "class: the bytes each rank sent to each other rank."),
     View("app_scaling", "tidy", apps.app_scaling, "Per application, input, interconnect class and rank count: "
          "time, and performance relative to its reference, paired by round."),
-    View("streams", "tidy", _streams, "Per data path: the aggregate bandwidth of the concurrent TCP streams, "
-         "median and CI over rounds, and retransmissions."),
-    View("stream_each", "tidy", _stream_each, "Per data path and stream: the stream's median bandwidth."),
 )
+VIEWS: tuple[View, ...] = GENERIC + tuple(REGISTRY.views())
 
 
 def by_name(name: str) -> View:

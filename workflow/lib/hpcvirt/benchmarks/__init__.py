@@ -35,11 +35,12 @@ import importlib
 from dataclasses import dataclass, field
 
 from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, ClientServer, Compiled, Group,
-                   Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource, PointToPoint)
+                   Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource, PointToPoint,
+                   View)
 
 __all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Choice", "Choices", "ClientServer",
            "Compiled", "Group", "Int", "Ints", "Job", "Library", "Mpis", "Package", "Param", "Paths", "PinnedSource",
-           "PointToPoint",
+           "PointToPoint", "View",
            "REGISTRY", "Registry", "enabled", "MODULES"]
 
 
@@ -75,6 +76,10 @@ class Registry:
     def pinned(self) -> list[PinnedSource]:
         """The benchmarks' pinned-source declarations (``build = PinnedSource(...)``), in registry order."""
         return [b.build for b in self if isinstance(b.build, PinnedSource)]
+
+    def views(self) -> list[View]:
+        """The views the benchmarks declare, in registry order."""
+        return [v for b in self for v in b.views]
 
     def point_to_point(self) -> list[tuple[Benchmark, PointToPoint]]:
         """The point-to-point benchmarks and their rows' declarations, in registry order."""

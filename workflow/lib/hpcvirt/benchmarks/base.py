@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 REQUIRED = object()
 
@@ -225,6 +225,22 @@ class PointToPoint:
         return out
 
 
+@dataclass(frozen=True)
+class View:
+    """A table the figures draw (:mod:`hpcvirt.views`: one rule writes each to
+    ``data/results/<campaign>/views/<name>.csv``), declared by the benchmark whose rows it reads (its
+    ``views``) or, for rows of several benchmarks alike, by :mod:`hpcvirt.views`.  ``reads``: the table it
+    is computed from (``summary``: medians and CIs per configuration; ``tidy``: one row per value and
+    round, for pairing by round); ``compute`` that table (and ``params``) -> the view; ``what`` it
+    holds.  Every row of a view is one plotted element."""
+
+    name: str
+    reads: str
+    compute: Callable[..., Any]
+    what: str
+    params: tuple[str, ...] = ()       # e.g. latency_bytes
+
+
 # --------------------------------------------------------------------- jobs
 #: The interconnect label (tidy column ``interconnect``) of each data path a
 #: job may ask for (``Job.path``, the testbed's ``mpi.<mpi>.paths``).
@@ -284,6 +300,8 @@ class Benchmark:
     # its tidy rows' benchmark column: its name, or (a suite of several programs) names that begin with
     # this prefix (NPB's npb-<kernel>, OSU's osu_<test>)
     row_prefix: ClassVar[str] = ""
+    # the views of its rows the figures draw (View), computed by the views rule
+    views: ClassVar[tuple[View, ...]] = ()
 
     def owns(self, row: str) -> bool:
         """Whether tidy rows whose benchmark column is ``row`` are this benchmark's."""

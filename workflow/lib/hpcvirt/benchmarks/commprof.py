@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Ints, Job, Library, Paths, PinnedSource
+from .base import Benchmark, Choices, Ints, Job, Library, Paths, PinnedSource, View
 from .npb import CLASSES, KERNELS
 from .npb import BENCHMARK as NPB
 
@@ -78,9 +78,35 @@ def parse_profile(path: Path, content: str) -> dict:
     return prof
 
 
+#: One tidy row name per profiled kernel: commprof-<kernel>.
+ROW_PREFIX = "commprof-"
+
+
+# ------------------------------------------------------------------- views
+def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(shares, matrix) of the communication profiles: per testbed, MPI,
+    kernel, class and ranks the share of time in MPI (median [CI]); and the
+    bytes each rank sent to each other rank (median over repetitions), with
+    ``src`` and ``dst`` split out of the variant (``<class> <src>><dst>``)."""
+    import pandas as pd
+
+    d = summary[summary["benchmark"].astype(str).str.startswith(ROW_PREFIX)]
+    if d.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    d = d.assign(kernel=d["benchmark"].str.removeprefix(ROW_PREFIX).str.upper())
+    keep = ["testbed", "virtualization", "interconnect", "mpi", "kernel", "ranks", "median", "ci_low", "ci_high", "n",
+            "ci_level"]
+    shares = d[d["metric"] == "mpi_time_share"].assign(klass=lambda x: x["variant"])[keep + ["klass"]]
+    m = d[d["metric"] == "bytes_sent"].copy()
+    parts = m["variant"].str.extract(r"^(?P<klass>\S+) (?P<src>\d+)>(?P<dst>\d+)$")
+    m = pd.concat([m[keep], parts], axis=1).astype({"src": int, "dst": int})
+    return (shares.sort_values(["kernel", "testbed"]).reset_index(drop=True),
+            m.sort_values(["kernel", "testbed", "src", "dst"]).reset_index(drop=True))
+
+
 class CommProfile(Benchmark):
     name = "commprof"
-    row_prefix = "commprof-"       # one row name per profiled kernel, commprof-<kernel>
+    row_prefix = ROW_PREFIX
     experiment = "profile"
     title = ("Communication profile of NPB kernels with the project's PMPI profiler: share of time in MPI and bytes "
              "sent between each pair of ranks (Atif et al. Fig. 3)")
@@ -99,6 +125,10 @@ class CommProfile(Benchmark):
     metrics = {"mpi_time_share": "fraction", "wall_time": "s", "bytes_sent": "count"}
     success = ("the NPB run is accepted (complete summary, verification SUCCESSFUL) and the profile block is complete "
                "(a rank line per rank, end line)")
+    views = (View("mpi_time_shares", "summary", lambda s: commprof_summary(s)[0], "Per testbed, kernel and "
+                  "class: the share of run time inside MPI."),
+             View("bytes_per_pair", "summary", lambda s: commprof_summary(s)[1], "Per testbed, kernel and "
+                  "class: the bytes each rank sent to each other rank."))
 
     def check(self, exp: dict) -> str | None:
         return NPB.check(exp)

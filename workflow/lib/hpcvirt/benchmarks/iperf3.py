@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from ..tidy import Measurement, ParseError
-from .base import ClientServer, Int, Job, Package, listening_probe
+from .base import ClientServer, Int, Job, Package, View, listening_probe
 from .common import read_text, server_keys
 
 
@@ -63,8 +63,64 @@ def parse(path, *, streams: int | None = None, seconds: int | None = None, omit:
     return out
 
 
+#: The benchmark's name: its tidy rows' benchmark column.
+NAME = "iperf3"
+
+
+# ------------------------------------------------------------------- views
+def streams_summary(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Nanos et al.'s network benchmark per testbed: the receiver's aggregate
+    bandwidth of the concurrent TCP streams (Gbit/s), median [CI] over the
+    rounds, each stream's median, retransmissions (median), and the data
+    path's label; ordered as :data:`DATAPATH_ORDER`, unlimited links first."""
+    import pandas as pd
+
+    from .. import stats
+    from ..labels import DATAPATH_ORDER, TO_GBITS, datapath_label, normalize_units
+
+    d = normalize_units(tidy[tidy["benchmark"] == NAME].replace({"metric": {"stream_bandwidth": "bandwidth_s"}}))
+    if d.empty:
+        return pd.DataFrame()
+    rows = []
+    for (tb, virt), g in d.groupby(["testbed", "virtualization"], sort=True):
+        link = g["link"].iloc[0]
+        agg = g[g["metric"] == "bandwidth"].groupby("rep")["value"].median()
+        if agg.empty:
+            continue
+        ci = stats.median_ci(agg.to_numpy(), level)
+        per = g[g["metric"] == "bandwidth_s"]
+        streams = (per.groupby("variant")["value"].median() * TO_GBITS["MB/s"]).sort_index()
+        label = datapath_label(virt, link)
+        rows.append(dict(testbed=tb, virtualization=virt, link=link if isinstance(link, str) else "", path=label,
+                         streams=len(streams), gbits=ci["median"], gbits_lo=ci["ci_low"], gbits_hi=ci["ci_high"],
+                         n=ci["n"], ci_level=ci["ci_level"], stream_gbits=list(streams.round(4)),
+                         retransmits=float(g[g["metric"] == "retransmits"]["value"].median())))
+    out = pd.DataFrame(rows)
+    base = out["path"].str.split(",").str[0]
+    out["o"] = base.map({p: i for i, p in enumerate(DATAPATH_ORDER)}).fillna(len(DATAPATH_ORDER))
+    out["limited"] = out["path"].str.contains(",")
+    return out.sort_values(["limited", "o", "path"]).drop(columns=["o", "limited"]).reset_index(drop=True)
+
+
+def streams_view(tidy: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """:func:`streams_summary` without the list of each stream's bandwidth (the ``stream_each`` view)."""
+    s = streams_summary(tidy, level)
+    return s.drop(columns=["stream_gbits"]) if len(s) else s
+
+
+def stream_each(tidy: pd.DataFrame) -> pd.DataFrame:
+    """One row per data path and stream: the stream's median bandwidth (Gbit/s)."""
+    import pandas as pd
+
+    s = streams_summary(tidy)
+    if s.empty:
+        return s
+    return pd.DataFrame([dict(testbed=r["testbed"], path=r["path"], stream=i + 1, gbits=g)
+                         for _, r in s.iterrows() for i, g in enumerate(r["stream_gbits"])])
+
+
 class Iperf3(ClientServer):
-    name = "iperf3"
+    name = NAME
     experiment = "streams"
     title = "Concurrent TCP streams with iperf3 3.12: aggregate and per-stream bandwidth (Nanos et al.)"
     params = {
@@ -79,6 +135,9 @@ class Iperf3(ClientServer):
     metrics = {"bandwidth": "MB/s", "stream_bandwidth": "MB/s", "retransmits": "count"}
     success = ("a complete JSON report (its end block) of the declared streams, seconds and warm-up, a result "
                "for every stream, and no iperf3 error")
+    views = (View("streams", "tidy", streams_view, "Per data path: the aggregate bandwidth of the concurrent TCP "
+                  "streams, median and CI over rounds, and retransmissions."),
+             View("stream_each", "tidy", stream_each, "Per data path and stream: the stream's median bandwidth."))
 
     def job(self, s: dict, entry: dict) -> Job:
         port = str(entry["port"])

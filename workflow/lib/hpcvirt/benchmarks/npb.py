@@ -51,7 +51,7 @@ from pathlib import Path
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, error_re
-from .base import Benchmark, Choices, Ints, Job, Mpis, Paths, PinnedSource
+from .base import Benchmark, Choices, Ints, Job, Mpis, Paths, PinnedSource, View
 
 COMPLETED_RE = re.compile(r"^\s*(?P<name>[A-Z][A-Z0-9-]*) Benchmark Completed\.?\s*$", re.MULTILINE)
 FIELD_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z /]*?)\s*=\s*(?P<value>.*?)\s*$")
@@ -175,9 +175,68 @@ def nprocs_problem(exp: dict) -> str | None:
     return None
 
 
+#: One tidy row name per kernel: npb-<kernel>.
+ROW_PREFIX = "npb-"
+
+
+# ------------------------------------------------------------------- views
+def npb_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per testbed, MPI, NPB kernel, class and rank count: Mop/s
+    (total) and time (s), median [CI] over repetitions."""
+    import pandas as pd
+
+    d = summary[summary["benchmark"].astype(str).str.startswith(ROW_PREFIX)
+                & summary["metric"].isin(["mops_total", "time"])]
+    if d.empty:
+        return pd.DataFrame()
+    keys = ["testbed", "virtualization", "interconnect", "mpi", "benchmark", "variant", "ranks", "nodes"]
+    rows = []
+    for key, grp in d.groupby(keys, sort=True, dropna=False):
+        rec = dict(zip(keys, key))
+        for _, r in grp.iterrows():
+            m = {"mops_total": "mops", "time": "time"}[r["metric"]]
+            rec.update({m: r["median"], f"{m}_lo": r["ci_low"], f"{m}_hi": r["ci_high"], "n": int(r["n"]),
+                        "ci_level": r["ci_level"]})
+        rows.append(rec)
+    out = pd.DataFrame(rows).rename(columns={"variant": "klass"})
+    out["kernel"] = out["benchmark"].str.removeprefix(ROW_PREFIX).str.upper()
+    return out.sort_values(["kernel", "klass", "testbed", "mpi", "ranks"]).reset_index(drop=True)
+
+
+def npb_ratios(tidy: pd.DataFrame, metric: str = "time") -> pd.DataFrame:
+    """Every testbed's NPB ``metric`` over the native testbed's (virtualization
+    none, no container) for the same kernel, class, MPI and ranks, paired by
+    interleaved round: median [CI] of the per-round ratios."""
+    import pandas as pd
+
+    from .. import stats
+
+    d = tidy[tidy["benchmark"].astype(str).str.startswith(ROW_PREFIX) & (tidy["metric"] == metric)]
+    if d.empty:
+        return pd.DataFrame()
+    keys = ["benchmark", "variant", "mpi", "ranks"]
+    per = d.groupby(["testbed", "virtualization", "interconnect", *keys, "rep"])["value"].median().reset_index()
+    native = per[per["virtualization"] == "none"]
+    rows = []
+    for key, s in per.groupby(["testbed", "virtualization", "interconnect", *keys], sort=True):
+        tb, virt, ic, bench, klass, mpi, ranks = key
+        ref = native[(native["benchmark"] == bench) & (native["variant"] == klass) & (native["mpi"] == mpi)
+                     & (native["ranks"] == ranks)]
+        for rtb, r in ref.groupby("testbed", sort=True):
+            a, b = s.set_index("rep")["value"], r.set_index("rep")["value"]
+            both = a.index.intersection(b.index)
+            if len(both):
+                ci = stats.median_ci((a[both] / b[both]).to_numpy())
+                rows.append(dict(testbed=tb, virtualization=virt, interconnect=ic, reference=rtb, mpi=mpi,
+                                 kernel=bench.removeprefix(ROW_PREFIX).upper(), klass=klass, ranks=int(ranks),
+                                 ratio=ci["median"], ratio_lo=ci["ci_low"], ratio_hi=ci["ci_high"], n=ci["n"],
+                                 ci_level=ci["ci_level"]))
+    return pd.DataFrame(rows)
+
+
 class NPB(Benchmark):
     name = "npb"
-    row_prefix = "npb-"            # one row name per kernel, npb-<kernel>
+    row_prefix = ROW_PREFIX
     experiment = "npb"
     title = "NAS Parallel Benchmarks 3.4.1 (MPI) kernels: Mop/s and time, verified (Expósito et al., Atif et al.)"
     params = {
@@ -199,6 +258,10 @@ class NPB(Benchmark):
                ("NPB3.4.1.tar.gz", "96aed4c0ef25991526943b30c8ef8ff9ce7e00fff301783e80cf591fa321818e", "mirror copy")))
     metrics = {"mops_total": "Mop/s", "mops_per_process": "Mop/s", "time": "s"}
     success = "one result summary with every field, Verification = SUCCESSFUL, no error text"
+    views = (View("kernels", "summary", npb_summary, "Per testbed, NPB kernel, class and process count: Mop/s and "
+                  "time of verified runs."),
+             View("kernel_ratios", "tidy", npb_ratios, "Per kernel and process count: each testbed's NPB time over "
+                  "the native testbed's, paired by round."))
 
     def check(self, exp: dict) -> str | None:
         return nprocs_problem(exp)
