@@ -39,7 +39,8 @@ def test_every_declared_number_is_cited_by_the_text_and_grep_finds_its_declarati
 def _table_values(tidy: pd.DataFrame, latency_bytes: int) -> dict[tuple, dict]:
     """What the paper's tables print for the same quantities (their own code): the overheads table's
     pairs, the NPB table's Mop/s and its time ratios to the native testbed."""
-    from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy, tool_agreement
+    from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy
+    from hpcvirt.benchmarks.imb import agreement
     from hpcvirt.benchmarks.iperf3 import streams_summary
     from hpcvirt.benchmarks.npb import npb_ratios, npb_summary
 
@@ -60,7 +61,7 @@ def _table_values(tidy: pd.DataFrame, latency_bytes: int) -> dict[tuple, dict]:
         for metric, scale in (("time_per_step", 1), ("network_share", 100)):
             out[("value", r["testbed"], "advect", r["mpi"], r["placement"], metric)] = \
                 {k: scale * r[f"{metric}{s}"] for k, s in (("median", ""), ("ci_low", "_lo"), ("ci_high", "_hi"))}
-    for _, r in tool_agreement(tidy, latency_bytes).iterrows():
+    for _, r in agreement(tidy, latency_bytes).iterrows():
         for name, metric in (("lat", "latency"), ("peak", "bandwidth")):
             out[("ratio", r["testbed"], "imb", r["mpi"], r["interconnect"], metric)] = \
                 {k: r[f"{name}_ratio{s}"] for k, s in (("median", ""), ("ci_low", "_lo"), ("ci_high", "_hi"))}

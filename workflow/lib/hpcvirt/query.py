@@ -16,6 +16,9 @@ import weakref
 import numpy as np
 import pandas as pd
 
+from . import stats
+from .labels import normalize_units
+
 #: The tidy columns a selector may name, and ``at``.
 SELECT_KEYS = {"testbed", "virtualization", "benchmark", "mpi", "interconnect", "variant", "ranks", "nodes",
                "placement", "metric", "at"}
@@ -156,3 +159,39 @@ def per_round_at(d: pd.DataFrame, sel: dict, msg_bytes: int | None) -> pd.Series
         return d[d["msg_bytes"] == msg_bytes].groupby("rep")["value"].median()
     return d.groupby("rep")["value"].max()
 
+
+def tool_agreement(tidy: pd.DataFrame, latency_bytes: int, tools: tuple[str, str], variant: str) -> pd.DataFrame:
+    """Two ping-pong tools on the same testbed, MPI and path: latency at
+    ``latency_bytes`` (us) and peak bandwidth (Gbit/s) of each, median [CI]
+    over repetitions, and the ratio first/second paired by round (``variant``: the first tool's rows').
+    The columns are named after the tools (``<tool>_lat``, ``<tool>_peak``, ...)."""
+    df = normalize_units(tidy)
+    a_name, b_name = tools
+    sel_a = (df["benchmark"] == a_name) & (df["variant"].fillna("") == variant)
+    d = df[(sel_a | (df["benchmark"] == b_name)) & df["metric"].isin(["latency", "bandwidth"])]
+    if d.empty:
+        return pd.DataFrame()
+    rows = []
+    for key, grp in d.groupby(["testbed", "virtualization", "mpi", "interconnect"], sort=True):
+        if set(grp["benchmark"]) != {a_name, b_name}:
+            continue
+        rec = dict(zip(["testbed", "virtualization", "mpi", "interconnect"], key))
+        per = {}
+        for tool, g in grp.groupby("benchmark"):
+            lat = g[(g["metric"] == "latency") & (g["msg_bytes"] == latency_bytes)].groupby("rep")["value"].median()
+            peak = g[g["metric"] == "bandwidth"].groupby("rep")["value"].max()
+            per[tool] = (lat, peak)
+            for name, s in (("lat", lat), ("peak", peak)):
+                if len(s):
+                    ci = stats.median_ci(s.to_numpy())
+                    rec.update({f"{tool}_{name}": ci["median"], f"{tool}_{name}_lo": ci["ci_low"],
+                                f"{tool}_{name}_hi": ci["ci_high"], f"{tool}_n": ci["n"]})
+        for i, name in enumerate(("lat", "peak")):
+            a, b = per[a_name][i], per[b_name][i]
+            both = a.index.intersection(b.index)
+            if len(both):
+                ci = stats.median_ci((a[both] / b[both]).to_numpy())
+                rec.update({f"{name}_ratio": ci["median"], f"{name}_ratio_lo": ci["ci_low"],
+                            f"{name}_ratio_hi": ci["ci_high"], "ci_level": ci["ci_level"]})
+        rows.append(rec)
+    return pd.DataFrame(rows)

@@ -200,9 +200,9 @@ def agreement_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> str:
     """The table of the method check: IMB PingPong against NetPIPE on the
     same path (the ratios the text cites are declared in
     ``workflow/numbers.yaml``)."""
-    from .analysis import tool_agreement
+    from .views import by_name
 
-    ag = tool_agreement(tidy, latency_bytes)
+    ag = by_name("agreement").compute(tidy, latency_bytes=latency_bytes)
     if ag.empty:
         return _empty("runs of both IMB and NetPIPE on one path")
     rows = []

@@ -30,8 +30,6 @@ GENERIC: tuple[View, ...] = (
          "message size and peak bandwidth, medians with CIs.", ("latency_bytes",)),
     View("placement", "summary", analysis.placement_summary, "Per testbed, MPI and placement of the stencil: time, "
          "computation and communication per step and the share of messages across the network."),
-    View("agreement", "tidy", analysis.tool_agreement, "Per testbed, MPI and path: IMB PingPong against NetPIPE, "
-         "latency at the paper's message size and peak bandwidth, and their ratios.", ("latency_bytes",)),
     View("app_scaling", "tidy", apps.app_scaling, "Per application, input, interconnect class and rank count: "
          "time, and performance relative to its reference, paired by round."),
 )

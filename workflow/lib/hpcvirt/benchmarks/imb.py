@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint
+from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
 from .common import check_no_mpi_error, error_re, read_text
 
 TITLE_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks (?P<version>\S+), MPI-1 part", re.M)
@@ -97,6 +97,14 @@ def parse(path, *, benchmark: str | None = None, expected_max_bytes: int | None 
     return out
 
 
+def agreement(tidy, latency_bytes: int):
+    """IMB PingPong against NetPIPE on the same testbed, MPI and path (:func:`hpcvirt.query.tool_agreement`):
+    Expósito et al.'s tool beside the study's ping-pong, a check of the method."""
+    from ..query import tool_agreement
+
+    return tool_agreement(tidy, latency_bytes, ("imb", "netpipe"), "PingPong")
+
+
 class IMB(Benchmark):
     name = "imb"
     experiment = "imb"
@@ -124,6 +132,8 @@ class IMB(Benchmark):
                 "mirror copy")))
     success = ("a complete table for the benchmark up to 2^max_log2 bytes and the line "
                "'All processes entering MPI_Finalize', with no launcher/MPI error text")
+    views = (View("agreement", "tidy", agreement, "Per testbed, MPI and path: IMB PingPong against NetPIPE, latency "
+                  "at the paper's message size and peak bandwidth, and their ratios.", ("latency_bytes",)),)
 
     def check(self, exp: dict) -> str | None:
         if exp.get("min_log2", 0) > exp.get("max_log2", 0):
