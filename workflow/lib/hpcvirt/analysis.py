@@ -287,7 +287,9 @@ def container_ratios(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float
                         variant=variant or "", mpi=mpi, interconnect=path, ranks=2,
                         metric="latency" if kind == "latency" else "peak_bandwidth",
                         msg_bytes=size if size is not None else "")
-    d = df[df["benchmark"].astype(str).str.startswith("npb-") & (df["metric"] == "time")]
+    # the suites that time their runs (a `time` metric in seconds: NPB's kernels)
+    timed = [b for b in REGISTRY if b.metrics.get("time") == "s" and b.point_to_point is None]
+    d = df[df["benchmark"].map(lambda row: any(b.owns(row) for b in timed)) & (df["metric"] == "time")]
     for (bench, variant, mpi, path, ranks), g in d.groupby(["benchmark", "variant", "mpi", "interconnect", "ranks"],
                                                             sort=True):
         bare = g[g["runtime"] == "none"]
@@ -304,11 +306,14 @@ def container_ratios(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float
 
 
 def bare_host_peaks(tidy: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    """Per data path, the smallest and largest NetPIPE peak bandwidth (Gbit/s)
-    of a single run on the bare host (virtualization ``none``), over both MPIs
-    and all rounds: how far the machine itself moves between runs."""
+    """Per data path, the smallest and largest peak bandwidth (Gbit/s) of a
+    single run of the headline MPI ping-pong (as the benchmarks declare it:
+    NetPIPE) on the bare host (virtualization ``none``), over both MPIs and
+    all rounds: how far the machine itself moves between runs."""
+    bench, variant, metric = next(p.bandwidth for b, p in REGISTRY.point_to_point() if p.headline and b.mpi)
     df = normalize_units(tidy)
-    d = df[(df["benchmark"] == "netpipe") & (df["metric"] == "bandwidth") & (df["virtualization"] == "none")]
+    d = df[(df["benchmark"] == bench) & (df["metric"] == metric) & (df["virtualization"] == "none")]
+    d = d if variant is None else d[d["variant"] == variant]
     out = {}
     for path, g in d.groupby("interconnect", sort=True):
         peaks = g.groupby(["testbed", "mpi", "rep"])["value"].max()
