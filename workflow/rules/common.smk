@@ -360,7 +360,9 @@ def figure_params(fig):
         "latency_bytes": STUDY["paper"]["latency_bytes"],
         "campaign": FIGURE_CAMPAIGN[fig.campaign],
         # the MPI point-to-point suites' names, in registry order, as each declares it
-        "suite_labels": {b.name: p.label for b, p in REGISTRY.point_to_point() if b.mpi},
+        "suite_labels": {
+            b.name: p.label for b, p in REGISTRY.point_to_point() if b.mpi
+        },
     }
     return {
         "what": fig.what,
