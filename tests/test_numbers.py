@@ -39,7 +39,8 @@ def test_every_declared_number_is_cited_by_the_text_and_grep_finds_its_declarati
 def _table_values(tidy: pd.DataFrame, latency_bytes: int) -> dict[tuple, dict]:
     """What the paper's tables print for the same quantities (their own code): the overheads table's
     pairs, the NPB table's Mop/s and its time ratios to the native testbed."""
-    from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy
+    from hpcvirt.analysis import summarize_tidy
+    from hpcvirt.benchmarks.advect import placement_pairs, placement_summary
     from hpcvirt.benchmarks.imb import agreement
     from hpcvirt.benchmarks.iperf3 import streams_summary
     from hpcvirt.benchmarks.npb import npb_ratios, npb_summary

@@ -12,7 +12,8 @@ import yaml
 
 from hpcvirt import matrix, numbers
 from hpcvirt.testbeds import launch
-from hpcvirt.analysis import placement_pairs, placement_summary, summarize_tidy
+from hpcvirt.analysis import summarize_tidy
+from hpcvirt.benchmarks.advect import placement_pairs, placement_summary
 from hpcvirt.config import load_study
 from hpcvirt.netns import Testbed
 from hpcvirt.tables import placement_tex

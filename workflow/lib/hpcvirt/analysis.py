@@ -15,7 +15,6 @@ import pandas as pd
 from . import paths, stats
 from .benchmarks import REGISTRY
 from .query import per_round_at
-from .kinds import Qemu
 from .labels import normalize_units, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
@@ -185,61 +184,6 @@ def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
             b = base.iloc[0]
             out.append(("virt-vs-native", sel, dict(testbed=b.testbed, virtualization=b.virtualization,
                                                      benchmark=b.benchmark, mpi=b.mpi, interconnect=b.interconnect)))
-    return out
-
-
-# ------------------------------------------------------------------ placement
-PLACEMENT_ORDER = {"intra-node": 0, "mixed": 1, "inter-node": 2}
-PLACEMENT_METRICS = ("time_per_step", "compute_per_step", "comm_per_step", "network_share")
-
-
-def placement_summary(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per testbed, MPI and placement of the placement experiment:
-    median [CI] per step of run, compute and communication time (us) and the
-    measured share of messages that crossed the network."""
-    d = summary[(summary["benchmark"] == "advect") & summary["metric"].isin(PLACEMENT_METRICS)]
-    if d.empty:
-        return pd.DataFrame()
-    keys = ["testbed", "virtualization", "mpi", "ranks", "placement", "variant"]
-    rows = []
-    for key, grp in d.groupby(keys, sort=False):
-        rec = dict(zip(keys, key))
-        for _, r in grp.iterrows():
-            m = r["metric"]
-            rec.update({m: r["median"], f"{m}_lo": r["ci_low"], f"{m}_hi": r["ci_high"], "n": int(r["n"]),
-                        "ci_level": r["ci_level"]})
-        rows.append(rec)
-    out = pd.DataFrame(rows)
-    out["block"] = out["variant"].str.extract(r"^(\d+)", expand=False).astype(int)
-    out["order"] = out["placement"].map(PLACEMENT_ORDER)
-    return out.sort_values(["testbed", "mpi", "order", "block"], ascending=[True, True, True, False]).reset_index(
-        drop=True)
-
-
-def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
-    """Every qemu testbed against the non-qemu testbeds (netns-bridge or a
-    native cluster) for the same MPI, ranks and placement: the ratio of the
-    time per step, paired by interleaved round (median [CI] over rounds)."""
-    d = tidy[(tidy["benchmark"] == "advect") & (tidy["metric"] == "time_per_step")]
-    if d.empty:
-        return []
-    d = d.assign(variant=d["variant"].fillna(""))
-    per = d.groupby(["testbed", "kind", "virtualization", "mpi", "ranks", "placement", "variant", "rep"])[
-        "value"].median()
-    per = per.reset_index()
-    vms = per[per["kind"] == Qemu.name]
-    refs = per[per["kind"] != Qemu.name]
-    out = []
-    for key, s in vms.groupby(["testbed", "virtualization", "mpi", "ranks", "placement", "variant"], sort=False):
-        tb, virt, mpi, ranks, placement, variant = key
-        ref_all = refs[(refs["mpi"] == mpi) & (refs["ranks"] == ranks) & (refs["variant"] == variant)]
-        for (rtb, rvirt), r in ref_all.groupby(["testbed", "virtualization"], sort=True):
-            a, b = s.set_index("rep")["value"], r.set_index("rep")["value"]
-            both = a.index.intersection(b.index)
-            if len(both):
-                out.append(dict(subject=tb, subject_virtualization=virt, reference=rtb,
-                                reference_virtualization=rvirt, mpi=mpi, ranks=int(ranks), placement=placement,
-                                variant=variant, ratio=stats.median_ci((a[both] / b[both]).to_numpy())))
     return out
 
 

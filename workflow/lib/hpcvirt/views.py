@@ -28,8 +28,6 @@ from .benchmarks import REGISTRY, View
 GENERIC: tuple[View, ...] = (
     View("headline", "summary", analysis.headline, "Per configuration of the ping-pong benchmarks: latency at the paper's "
          "message size and peak bandwidth, medians with CIs.", ("latency_bytes",)),
-    View("placement", "summary", analysis.placement_summary, "Per testbed, MPI and placement of the stencil: time, "
-         "computation and communication per step and the share of messages across the network."),
     View("app_scaling", "tidy", apps.app_scaling, "Per application, input, interconnect class and rank count: "
          "time, and performance relative to its reference, paired by round."),
 )

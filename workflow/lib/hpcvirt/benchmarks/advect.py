@@ -40,7 +40,7 @@ from __future__ import annotations
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
 from ..placement import chain_messages, placement_label
-from .base import Benchmark, Bool, Compiled, Group, Int, Ints, Job, Mpis
+from .base import Benchmark, Bool, Compiled, Group, Int, Ints, Job, Mpis, View
 
 SINGLE = ("ranks", "steps", "warmup", "halo_bytes", "messages", "messages_network", "time_total_s")
 
@@ -108,11 +108,85 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     ]
 
 
+#: The benchmark's name: its tidy rows' benchmark column.
+NAME = "advect"
+
+
+# ------------------------------------------------------------------- views
+PLACEMENT_ORDER = {"intra-node": 0, "mixed": 1, "inter-node": 2}
+PLACEMENT_METRICS = ("time_per_step", "compute_per_step", "comm_per_step", "network_share")
+
+
+def placement_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per testbed, MPI and placement of the placement experiment:
+    median [CI] per step of run, compute and communication time (us) and the
+    measured share of messages that crossed the network."""
+    import pandas as pd
+
+    d = summary[(summary["benchmark"] == NAME) & summary["metric"].isin(PLACEMENT_METRICS)]
+    if d.empty:
+        return pd.DataFrame()
+    keys = ["testbed", "virtualization", "mpi", "ranks", "placement", "variant"]
+    rows = []
+    for key, grp in d.groupby(keys, sort=False):
+        rec = dict(zip(keys, key))
+        for _, r in grp.iterrows():
+            m = r["metric"]
+            rec.update({m: r["median"], f"{m}_lo": r["ci_low"], f"{m}_hi": r["ci_high"], "n": int(r["n"]),
+                        "ci_level": r["ci_level"]})
+        rows.append(rec)
+    out = pd.DataFrame(rows)
+    out["block"] = out["variant"].str.extract(r"^(\d+)", expand=False).astype(int)
+    out["order"] = out["placement"].map(PLACEMENT_ORDER)
+    return out.sort_values(["testbed", "mpi", "order", "block"], ascending=[True, True, True, False]).reset_index(
+        drop=True)
+
+
+def placement_pairs(tidy: pd.DataFrame) -> list[dict]:
+    """Every qemu testbed against the non-qemu testbeds (netns-bridge or a
+    native cluster) for the same MPI, ranks and placement: the ratio of the
+    time per step, paired by interleaved round (median [CI] over rounds)."""
+    from .. import stats
+    from ..kinds import Qemu
+
+    d = tidy[(tidy["benchmark"] == NAME) & (tidy["metric"] == "time_per_step")]
+    if d.empty:
+        return []
+    d = d.assign(variant=d["variant"].fillna(""))
+    per = d.groupby(["testbed", "kind", "virtualization", "mpi", "ranks", "placement", "variant", "rep"])[
+        "value"].median()
+    per = per.reset_index()
+    vms = per[per["kind"] == Qemu.name]
+    refs = per[per["kind"] != Qemu.name]
+    out = []
+    for key, s in vms.groupby(["testbed", "virtualization", "mpi", "ranks", "placement", "variant"], sort=False):
+        tb, virt, mpi, ranks, placement, variant = key
+        ref_all = refs[(refs["mpi"] == mpi) & (refs["ranks"] == ranks) & (refs["variant"] == variant)]
+        for (rtb, rvirt), r in ref_all.groupby(["testbed", "virtualization"], sort=True):
+            a, b = s.set_index("rep")["value"], r.set_index("rep")["value"]
+            both = a.index.intersection(b.index)
+            if len(both):
+                out.append(dict(subject=tb, subject_virtualization=virt, reference=rtb,
+                                reference_virtualization=rvirt, mpi=mpi, ranks=int(ranks), placement=placement,
+                                variant=variant, ratio=stats.median_ci((a[both] / b[both]).to_numpy())))
+    return out
+
+
+def placement_ratios(tidy: pd.DataFrame) -> pd.DataFrame:
+    """:func:`placement_pairs` as a table: one row per guest testbed, MPI, placement and block, its time per
+    step over the reference testbed's, paired by round (median, CI, rounds, coverage)."""
+    import pandas as pd
+
+    cols = ["subject", "subject_virtualization", "reference", "reference_virtualization", "mpi", "ranks", "placement",
+            "variant", "ratio", "ratio_lo", "ratio_hi", "n", "ci_level"]
+    return pd.DataFrame([{**{k: o[k] for k in cols[:8]}, "ratio": o["ratio"]["median"],
+                          "ratio_lo": o["ratio"]["ci_low"], "ratio_hi": o["ratio"]["ci_high"], "n": o["ratio"]["n"],
+                          "ci_level": o["ratio"]["ci_level"]} for o in placement_pairs(tidy)], columns=cols)
+
+
 # ------------------------------------------------------------- declaration
-
-
 class Advect(Benchmark):
-    name = "advect"
+    name = NAME
     experiment = "placement"
     title = ("Process placement (Nanos et al.): the project's 3-D advection-diffusion stencil "
              "(workflow/src/advect.c) on a chain of ranks, placed in blocks per host or guest")
@@ -145,6 +219,10 @@ class Advect(Benchmark):
                "messages_network": "count", "network_share": "fraction"}
     success = ("an `end` line, verification SUCCESSFUL (or SKIPPED when verify is off), and rank, step and "
                "message counts equal to those the requested placement implies")
+    views = (View("placement", "summary", placement_summary, "Per testbed, MPI and placement of the stencil: time, "
+                  "computation and communication per step and the share of messages across the network."),
+             View("placement_ratios", "tidy", placement_ratios, "Per guest testbed, MPI and placement: the time per "
+                  "step over the non-guest testbed's, paired by round."))
 
     def check_testbed(self, tb: dict, entry: dict) -> str | None:
         if tb["kind"] == "native" and tb["nodes"] > 1 and not any("{block}" in w for w in entry.get("args", [])):
