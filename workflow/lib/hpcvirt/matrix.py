@@ -104,14 +104,19 @@ def _reps(study: dict, c: Configuration, held: dict) -> int:
     return max(c.settings.get("repetitions", study["repetitions"]), held.get(c.key, 0))
 
 
+def _rounds(study: dict, configs: list[Configuration]) -> list[tuple[int, list[Configuration]]]:
+    """[(round, the configurations that take part in it)], in order (unshuffled)."""
+    held = _held(study, configs)
+    reps = {c.key: _reps(study, c, held) for c in configs}
+    return [(rep, [c for c in configs if rep <= reps[c.key]])
+            for rep in range(1, max([study["repetitions"], *reps.values()]) + 1)]
+
+
 def schedule(study: dict) -> list[tuple[Configuration, int]]:
     """The interleaved order: round by round, a seeded shuffle inside each round."""
-    configs = configurations(study)
-    held = _held(study, configs)
     rng = random.Random(study.get("seed", 0))
     order = []
-    for rep in range(1, max([study["repetitions"], *(_reps(study, c, held) for c in configs)]) + 1):
-        round_ = [c for c in configs if rep <= _reps(study, c, held)]
+    for rep, round_ in _rounds(study, configurations(study)):
         rng.shuffle(round_)
         order += [(c, rep) for c in round_]
     return order
@@ -121,13 +126,10 @@ def round_groups(study: dict, testbed: str) -> list[tuple[list[int], list[Config
     """The rounds of one testbed grouped by their configurations: [(reps,
     configurations)], e.g. rounds 1-3 with every experiment and rounds 4-5
     without those that ask for three repetitions."""
-    configs = [c for c in configurations(study) if c.testbed == testbed]
-    held = _held(study, configs)
     groups: dict[tuple, list[int]] = {}
-    for rep in range(1, max([study["repetitions"], *(_reps(study, c, held) for c in configs)]) + 1):
-        members = tuple(c for c in configs if rep <= _reps(study, c, held))
+    for rep, members in _rounds(study, [c for c in configurations(study) if c.testbed == testbed]):
         if members:
-            groups.setdefault(members, []).append(rep)
+            groups.setdefault(tuple(members), []).append(rep)
     return [(reps, list(members)) for members, reps in groups.items()]
 
 
