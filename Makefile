@@ -117,11 +117,12 @@ report: deps
 archive: deps-study
 	snakemake $(PROFILE)
 
-# The offline image first (cached in .hpcvirt/images/): the container tests
-# (Charliecloud and Apptainer, hybrid model, preflight) run on it.
+# In two phases (workflow/scripts/test.sh): the tests that need no image and
+# no machine to themselves while the offline and guests' images are built
+# (each cached in .hpcvirt/), then the end-to-end, Slurm, guest and container
+# tests one at a time.
 test: deps-all
-	snakemake $(PROFILE) .hpcvirt/images/offline.sqfs
-	$(VENV)/bin/python -m pytest -ra --durations=40
+	workflow/scripts/test.sh
 
 figure: deps
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,35 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+#: Test modules that read the offline image (.hpcvirt/images/offline.sqfs), which `make test`
+#: (workflow/scripts/test.sh) builds while the tests marked neither e2e, slurm, vm nor images run.
+IMAGE_MODULES = frozenset({"test_apptainer", "test_container_workflow", "test_containers", "test_image"})
+
+
+def make_test_parts() -> dict[str, str]:
+    """The marker expressions of `make test`'s parts (workflow/scripts/test.sh): name -> expression."""
+    text = (ROOT / "workflow/scripts/test.sh").read_text()
+    return {name: re.search(rf"^{name}='([^']+)'$", text, re.M).group(1) for name in ("unit", "quiet", "rest")}
+
+
+def pytest_collection_modifyitems(items):
+    parts = make_test_parts()
+    for item in items:
+        if item.module is not None and item.module.__name__ in IMAGE_MODULES:
+            item.add_marker(pytest.mark.images)
+        # a test that shares the cores in phase 1 must be one of the slow ones that measure nothing and need
+        # no image, guest or cluster
+        marks = {m.name for m in item.iter_markers()}
+        if "no_measurement" in marks and ("e2e" not in marks or marks & {"slurm", "vm", "images"}):
+            raise pytest.UsageError(f"{item.nodeid}: no_measurement is for e2e tests without slurm, vm or images "
+                                    f"(it has {sorted(marks & {'e2e', 'slurm', 'vm', 'images'})})")
+        # and `make test` runs every test in exactly one of its parts
+        names = collections.defaultdict(bool, dict.fromkeys(marks, True))
+        runs_in = [name for name, expr in parts.items() if eval(expr, {"__builtins__": {}}, names)]  # noqa: S307
+        if len(runs_in) != 1:
+            raise pytest.UsageError(f"{item.nodeid} (markers {sorted(marks)}) would run in {len(runs_in)} parts of "
+                                    f"make test ({runs_in}; workflow/scripts/test.sh): exactly one is needed")
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ def _text(pdf: Path) -> str:
 
 
 @pytest.mark.e2e
+@pytest.mark.no_measurement
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                     reason="the offline rebuild runs in a network namespace of its own (root, unshare)")
 def test_bundle_rebuilds_the_paper_offline(tmp_path, archive_clone):

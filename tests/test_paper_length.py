@@ -26,6 +26,7 @@ def test_label_page_reads_the_page_of_a_label():
 
 
 @pytest.mark.e2e
+@pytest.mark.no_measurement
 def test_the_archived_papers_main_body_is_at_most_twelve_pages(archive_clone):
     aux = (archive_clone / "paper/build/main.aux").read_text()
     end = label_page(aux, "hv:main-end")
@@ -43,6 +44,7 @@ def test_the_archived_papers_main_body_is_at_most_twelve_pages(archive_clone):
 
 
 @pytest.mark.e2e
+@pytest.mark.no_measurement
 def test_the_archived_paper_omits_no_part(archive_clone):
     """The text is written for the archived campaign: every part of it has its data there (a part
     whose numbers the archive lacks is left out of the paper, and that must not go unnoticed)."""

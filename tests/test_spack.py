@@ -109,6 +109,7 @@ def test_debian_mpich_gets_a_prefix_of_its_own(tmp_path, monkeypatch):
 
 
 @pytest.mark.e2e
+@pytest.mark.no_measurement
 @needs_mirror
 def test_laptop_stack_concretizes_again_to_its_lock(tmp_path):
     """From scratch (a copy of the environment without its lock, ``concretize -f``, no reuse): the same DAG

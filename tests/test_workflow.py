@@ -565,6 +565,7 @@ def test_a_run_without_the_profile_refuses_to_start(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.no_measurement
 def test_html_report_of_the_archive(archive_clone):
     """`make report`'s two steps in a clone: the paper from the archive (built
     once for this test and the bundle's), then Snakemake's report with every

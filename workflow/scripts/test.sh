@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `make test`: the whole test suite, in two phases.
+#
+# 0. The pinned suites on this host, by Spack from spack-envs/laptop/spack.lock
+#    (python -m hpcvirt.build: installed once per machine, linked into this
+#    clone's .hpcvirt/suites): the tests that run them (MILC's parser on a real
+#    run) find them in either phase, and the image builds reuse them.
+# 1. Three things at once, none of which measures (so sharing the cores costs
+#    no result):
+#    - the images the container and guest tests run on, in the background
+#      (the offline image by its Snakemake rule, then the guests' image; each
+#      once per machine, reused afterwards; log logs/software/test-images.log);
+#    - the tests that need neither an image nor the machine to themselves:
+#      pytest -m "not e2e and not slurm and not vm and not images" (parsers,
+#      schemas, statistics, dry-runs ...);
+#    - the slow tests that measure nothing: -m no_measurement (the paper and
+#      the report from the archive, the offline bundle, Spack's concretization),
+#      output in logs/software/test-no-measurement.log, printed when done.
+# 2. Once both images are there, the rest, one test at a time, with the machine
+#    to themselves: the end-to-end studies, the Slurm clusters, the guests and
+#    the container tests: -m "(e2e or slurm or vm or images) and not no_measurement".
+#
+# The three marker expressions split the suite: every collected test runs in
+# exactly one of them (tests/conftest.py marks the modules that read the
+# offline image "images", and refuses no_measurement on a test that is not e2e
+# or needs Slurm, a guest or an image).  Exit status: non-zero if any part
+# failed or an image could not be built (the end of its log is printed).
+set -uo pipefail
+self=$(realpath "$0")
+cd "$(dirname "$self")/../.."
+py=${HPCVIRT_TEST_PYTHON:-.venv/bin/python}
+bin=$(dirname "$py")
+unit='not e2e and not slurm and not vm and not images'
+quiet='no_measurement'
+rest='(e2e or slurm or vm or images) and not no_measurement'
+images_log=logs/software/test-images.log
+quiet_log=logs/software/test-no-measurement.log
+mkdir -p logs/software
+
+if [[ ${1:-} == --images ]]; then
+    set -e
+    start=$(date +%s)
+    # --nolock: the tests of phase 1 may run Snakemake in this directory at the same time
+    "$bin/snakemake" --workflow-profile workflow/profiles/default --nolock .hpcvirt/images/offline.sqfs
+    echo "test.sh: offline image ready after $(($(date +%s) - start)) s"
+    PYTHONPATH=workflow/lib "$py" -c 'from hpcvirt.qemu import ensure_guest_image; print(ensure_guest_image())'
+    echo "test.sh: guests' image ready after $(($(date +%s) - start)) s"
+    exit 0
+fi
+
+t0=$(date +%s)
+echo "make test: the pinned suites (Spack, offline from the mirror; installed once per machine)"
+PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2 || {
+    echo "error: make test: the pinned suites could not be built (python -m hpcvirt.build)" >&2
+    exit 1
+}
+
+echo "make test: phase 1 of 2: the images build in the background (log: $images_log), the tests that measure nothing"
+echo "  and need no image run meanwhile: the slow ones (-m $quiet; log: $quiet_log) beside the unit and workflow tests"
+# sessions of their own, so that an interrupted `make test` stops them whole
+setsid -w "$self" --images > "$images_log" 2>&1 &
+builder=$!
+tmp=$(mktemp -d /tmp/hpcvirt-test.XXXXXX)
+setsid -w "$py" -m pytest -ra --durations=10 -p no:cacheprovider --basetemp="$tmp/quiet" -m "$quiet" \
+    > "$quiet_log" 2>&1 &
+quiet_pid=$!
+trap 'kill -- -"$builder" -"$quiet_pid" 2>/dev/null; exit 130' INT TERM
+
+"$py" -m pytest -ra --durations=25 -p no:cacheprovider --basetemp="$tmp/unit" -m "$unit"
+unit_rc=$?
+
+echo "make test: phase 1: the slow tests that measure nothing (-m $quiet), from $quiet_log:"
+wait "$quiet_pid"
+quiet_rc=$?
+cat "$quiet_log"
+echo "make test: phase 1: waiting for the images (log: $images_log)"
+wait "$builder"
+build_rc=$?
+trap - INT TERM
+rm -rf "$tmp"
+if [[ $build_rc -ne 0 ]]; then
+    tail -n 40 "$images_log" >&2
+    echo "error: make test: the images could not be built (exit $build_rc); the log above is $images_log" >&2
+    exit 1
+fi
+tail -n 2 "$images_log"
+echo "make test: phase 1 took $(($(date +%s) - t0)) s"
+
+echo "make test: phase 2 of 2: the end-to-end, Slurm, guest and container tests, one at a time"
+"$py" -m pytest -ra --durations=40 -m "$rest"
+rest_rc=$?
+
+echo "make test: $(($(date +%s) - t0)) s; exit status of the unit tests $unit_rc, of those that measure nothing $quiet_rc," \
+     "of the end-to-end tests $rest_rc"
+if [[ $unit_rc -ne 0 || $quiet_rc -ne 0 || $rest_rc -ne 0 ]]; then
+    echo "error: make test: a part failed (above)" >&2
+    exit 1
+fi
+echo "make test: every part passed"
