@@ -120,22 +120,11 @@ def numbers_tex(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int
         lines.append(macro(f"hv{name}Version", latex_escape(", ".join(versions) or "unknown")))
         lines.append(macro(f"hv{name}Source", ", ".join(f"\\texttt{{{v[:12]}}}" for v in shas) or "a site build"))
         lines.append(macro(f"hv{name}Reps", str(int(d["rep"].nunique()))))
-    # OpenFOAM's damBreak: package version, mesh sizes, steps, rounds; the link settings
-    of = tidy[bench == "openfoam-dambreak"]
-    if not of.empty:
-        cells = sorted({int(v) for v in of.loc[of["metric"] == "cells", "value"]})
-        # the steps at the largest mesh, of its longest simulated time ("7800 cells" is 1 s, "7800 cells, 0.5 s")
-        big_runs = of[(of["metric"] == "steps") & of["variant"].astype(str).str.startswith(f"{cells[-1]} cells")]
-        span = REGISTRY.by_rows("openfoam-dambreak").span
-        longest = max(big_runs["variant"].astype(str).unique(), key=span)
-        big = big_runs[big_runs["variant"] == longest]["value"]
-        lines.append(macro("hvOpenfoamEndTime", f"{span(longest):g}"))
-        versions = sorted({str(v) for v in of["suite_version"].dropna() if v}) if "suite_version" in of else []
-        lines.append(macro("hvOpenfoamVersion", latex_escape(", ".join(versions) or "unknown")))
-        lines.append(macro("hvOpenfoamCells", " and ".join(f"{c:,}".replace(",", "{,}") for c in cells)))
-        lines.append(macro("hvOpenfoamSteps", f"{int(big.min())}--{int(big.max())}" if big.nunique() > 1
-                           else str(int(big.min()))))
-        lines.append(macro("hvOpenfoamReps", str(int(of["rep"].nunique()))))
+    # what each benchmark says of its own rows (e.g. OpenFOAM's damBreak: version, mesh, steps, rounds)
+    for b in REGISTRY:
+        rows = tidy[bench.map(b.owns)]
+        if not rows.empty:
+            lines += [macro(name, value) for name, value in b.numbers(rows).items()]
     # the applications in the guests: VM/native time ratio on the guests' input, and that input
     from .apps import app_vm_ratio
 

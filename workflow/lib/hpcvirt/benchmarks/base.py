@@ -303,6 +303,12 @@ class Benchmark:
     # the views of its rows the figures draw (View), computed by the views rule
     views: ClassVar[tuple[View, ...]] = ()
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The paper's numbers about this benchmark's own tidy rows (a DataFrame, not empty): macro name ->
+        LaTeX text.  Each name is written literally where it is made, so a number in the PDF can be
+        grepped back to its code.  Most benchmarks have none of their own."""
+        return {}
+
     def owns(self, row: str) -> bool:
         """Whether tidy rows whose benchmark column is ``row`` are this benchmark's."""
         return row in (self.name, getattr(self, "row_name", None)) or bool(self.row_prefix) and \

@@ -133,6 +133,24 @@ class OpenFOAM(Application):
         return {"ranks": s["ranks"], "end_time": s["end_time_ms"] / 1000,
                 "nodes": 2 if s["path"] == "net" and s["ranks"] > 1 else 1}
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The package version, the mesh sizes, the steps at the largest mesh over its longest simulated
+        time ("7800 cells" is 1 s, "7800 cells, 0.5 s"), and the rounds."""
+        from ..labels import latex_escape
+
+        cells = sorted({int(v) for v in rows.loc[rows["metric"] == "cells", "value"]})
+        big_runs = rows[(rows["metric"] == "steps") & rows["variant"].astype(str).str.startswith(f"{cells[-1]} cells")]
+        longest = max(big_runs["variant"].astype(str).unique(), key=self.span)
+        big = big_runs[big_runs["variant"] == longest]["value"]
+        versions = sorted({str(v) for v in rows["suite_version"].dropna() if v}) if "suite_version" in rows else []
+        return {
+            "hvOpenfoamEndTime": f"{self.span(longest):g}",
+            "hvOpenfoamVersion": latex_escape(", ".join(versions) or "unknown"),
+            "hvOpenfoamCells": " and ".join(f"{c:,}".replace(",", "{,}") for c in cells),
+            "hvOpenfoamSteps": f"{int(big.min())}--{int(big.max())}" if big.nunique() > 1 else str(int(big.min())),
+            "hvOpenfoamReps": str(int(rows["rep"].nunique())),
+        }
+
     def parse(self, raw, expected: dict) -> list[Measurement]:
         return parse(raw, expected)
 
