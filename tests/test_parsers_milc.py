@@ -135,6 +135,7 @@ def test_the_declaration():
     assert build.RECIPES["milc"].source == "MILC" and build.RECIPES["milc"].package == "milc"
 
 
+@pytest.mark.e2e                # runs the project's builds, which `make test` installs beside its first phase
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_a_tiny_run_end_to_end_through_the_wrapper(tmp_path, mpi):
     """The project's build (python -m hpcvirt.build milc), 6^4 for one trajectory on 2 ranks."""

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # `make test`: the whole test suite, in two phases.
 #
-# 0. The pinned suites on this host, by Spack from spack-envs/laptop/spack.lock
-#    (python -m hpcvirt.build: installed once per machine, linked into this
-#    clone's .hpcvirt/suites): the tests that run them (MILC's parser on a real
-#    run) find them in either phase, and the image builds reuse them.
 # 1. Three things at once, none of which measures (so sharing the cores costs
 #    no result):
-#    - the images the container and guest tests run on, in the background
-#      (the offline image by its Snakemake rule, then the guests' image; each
-#      once per machine, reused afterwards; log logs/software/test-images.log);
+#    - in the background: the pinned suites on this host, by Spack from
+#      spack-envs/laptop/spack.lock (python -m hpcvirt.build: installed once per
+#      machine, linked into this clone's .hpcvirt/suites, where the MILC
+#      parser's real run finds them), then the images the container and guest
+#      tests run on (the offline image by its Snakemake rule, then the guests'
+#      image; each once per machine, reused afterwards); log
+#      logs/software/test-images.log;
 #    - the tests that need neither an image nor the machine to themselves:
 #      pytest -m "not e2e and not slurm and not vm and not images" (parsers,
 #      schemas, statistics, dry-runs ...);
@@ -40,6 +40,8 @@ mkdir -p logs/software
 if [[ ${1:-} == --images ]]; then
     set -e
     start=$(date +%s)
+    PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2
+    echo "test.sh: the pinned suites ready after $(($(date +%s) - start)) s"
     # --nolock: the tests of phase 1 may run Snakemake in this directory at the same time
     "$bin/snakemake" --workflow-profile workflow/profiles/default --nolock .hpcvirt/images/offline.sqfs
     echo "test.sh: offline image ready after $(($(date +%s) - start)) s"
@@ -49,13 +51,7 @@ if [[ ${1:-} == --images ]]; then
 fi
 
 t0=$(date +%s)
-echo "make test: the pinned suites (Spack, offline from the mirror; installed once per machine)"
-PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2 || {
-    echo "error: make test: the pinned suites could not be built (python -m hpcvirt.build)" >&2
-    exit 1
-}
-
-echo "make test: phase 1 of 2: the images build in the background (log: $images_log), the tests that measure nothing"
+echo "make test: phase 1 of 2: the pinned suites and the images build in the background (log: $images_log), the tests that measure nothing"
 echo "  and need no image run meanwhile: the slow ones (-m $quiet; log: $quiet_log) beside the unit and workflow tests"
 # sessions of their own, so that an interrupted `make test` stops them whole
 setsid -w "$self" --images > "$images_log" 2>&1 &
