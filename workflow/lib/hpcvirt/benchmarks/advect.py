@@ -251,6 +251,13 @@ class Advect(Benchmark):
                 "placement": placement_label(s["ranks"], s["block"]), "block": s["block"],
                 "variant": f"{s['block']} per block", "warmup": f"{s['warmup']} untimed steps"}
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The run's facts the placement section cites: time steps and halo size (of the first run)."""
+        from ..labels import fmt_bytes
+
+        return {"hvPlaceSteps": str(int(rows["iteration_count"].iloc[0])),
+                "hvPlaceHalo": fmt_bytes(int(rows["msg_bytes"].iloc[0]))}
+
     def parse(self, raw, expected: dict) -> list[Measurement]:
         return parse(raw, expected=expected)
 
