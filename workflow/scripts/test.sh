@@ -6,10 +6,10 @@
 #    - in the background: the pinned suites on this host, by Spack from
 #      spack-envs/laptop/spack.lock (python -m hpcvirt.build: installed once per
 #      machine, linked into this clone's .hpcvirt/suites, where the MILC
-#      parser's real run finds them), then the images the container and guest
-#      tests run on (the offline image by its Snakemake rule, then the guests'
-#      image; each once per machine, reused afterwards); log
-#      logs/software/test-images.log;
+#      parser's real run finds them), then both images the container and guest
+#      tests run on at once (the offline image by its Snakemake rule, and the
+#      guests' image; each once per machine, reused afterwards); logs
+#      logs/software/test-{images,offline-image,guest-image}.log;
 #    - the tests that need neither an image nor the machine to themselves:
 #      pytest -m "not e2e and not slurm and not vm and not images" (parsers,
 #      schemas, statistics, dry-runs ...);
@@ -38,16 +38,28 @@ quiet_log=logs/software/test-no-measurement.log
 mkdir -p logs/software
 
 if [[ ${1:-} == --images ]]; then
-    set -e
     start=$(date +%s)
-    PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2
+    PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2 || exit 1
     echo "test.sh: the pinned suites ready after $(($(date +%s) - start)) s"
+    # then both images at once (each reads the suites; they share nothing else), each with its own log;
     # --nolock: the tests of phase 1 may run Snakemake in this directory at the same time
-    "$bin/snakemake" --workflow-profile workflow/profiles/default --nolock .hpcvirt/images/offline.sqfs
-    echo "test.sh: offline image ready after $(($(date +%s) - start)) s"
-    PYTHONPATH=workflow/lib "$py" -c 'from hpcvirt.qemu import ensure_guest_image; print(ensure_guest_image())'
-    echo "test.sh: guests' image ready after $(($(date +%s) - start)) s"
-    exit 0
+    { "$bin/snakemake" --workflow-profile workflow/profiles/default --nolock .hpcvirt/images/offline.sqfs \
+        > logs/software/test-offline-image.log 2>&1 &&
+        echo "test.sh: the offline image ready after $(($(date +%s) - start)) s"; } &
+    offline=$!
+    { PYTHONPATH=workflow/lib "$py" -c 'from hpcvirt.qemu import ensure_guest_image; print(ensure_guest_image())' \
+        > logs/software/test-guest-image.log 2>&1 &&
+        echo "test.sh: the guest image ready after $(($(date +%s) - start)) s"; } &
+    guest=$!
+    rc=0
+    for job in "offline:$offline" "guest:$guest"; do
+        if ! wait "${job#*:}"; then
+            rc=1
+            tail -n 40 "logs/software/test-${job%%:*}-image.log"
+            echo "test.sh: the ${job%%:*} image failed; its log: logs/software/test-${job%%:*}-image.log"
+        fi
+    done
+    exit $rc
 fi
 
 t0=$(date +%s)
@@ -79,7 +91,7 @@ if [[ $build_rc -ne 0 ]]; then
     echo "error: make test: the images could not be built (exit $build_rc); the log above is $images_log" >&2
     exit 1
 fi
-tail -n 2 "$images_log"
+grep "^test.sh: " "$images_log"
 echo "make test: phase 1 took $(($(date +%s) - t0)) s"
 
 echo "make test: phase 2 of 2: the end-to-end, Slurm, guest and container tests, one at a time"
