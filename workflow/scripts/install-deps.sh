@@ -2,7 +2,7 @@
 # Install what the artifact needs on Debian 12: the Debian packages listed in
 # workflow/envs/debian-packages*.txt (only the missing ones) and a Python venv
 # (.venv) with the pinned packages of requirements.lock.  Idempotent.
-# usage: install-deps.sh [FEATURE...]   features: base (default), slurm, vm, containers, apptainer, tools
+# usage: install-deps.sh [FEATURE...]   features: base (default), slurm, vm, containers, apptainer, apptainer-deps, tools
 # (tools: the citation-metadata validator, in a venv of its own; apptainer: the
 # site's `apptainer` on PATH, else Apptainer built once per machine from its
 # pinned source into /opt/hpcvirt (HPCVIRT_OPT), reused by every later clone)
@@ -17,7 +17,10 @@ for f in "${features[@]}"; do
   case $f in
     base|tools) ;;
     slurm|vm|containers|apptainer) lists+=("workflow/envs/debian-packages-$f.txt") ;;
-    *) echo "install-deps: unknown feature '$f' (allowed: base slurm vm containers apptainer tools)" >&2; exit 2 ;;
+    # the Debian packages Apptainer's build needs, without the build (make test builds it in the background)
+    apptainer-deps) lists+=("workflow/envs/debian-packages-apptainer.txt") ;;
+    *) echo "install-deps: unknown feature '$f' (allowed: base slurm vm containers apptainer apptainer-deps tools)" >&2
+       exit 2 ;;
   esac
 done
 

@@ -4,13 +4,15 @@
 # 1. Three things at once, none of which measures (so sharing the cores costs
 #    no result; the first two at the lowest CPU priority, so that the unit
 #    tests' short MPI runs with a time limit get the cores they ask for):
-#    - in the background: the pinned suites on this host, by Spack from
+#    - in the background: Apptainer (built once per machine from its pinned
+#      source when the machine has none; only phase 2 runs it), and the
+#      pinned suites on this host, by Spack from
 #      spack-envs/laptop/spack.lock (python -m hpcvirt.build: installed once per
 #      machine, linked into this clone's .hpcvirt/suites, where the MILC
 #      parser's real run finds them), then both images the container and guest
 #      tests run on at once (the offline image by its Snakemake rule, and the
 #      guests' image; each once per machine, reused afterwards); logs
-#      logs/software/test-{images,offline-image,guest-image}.log;
+#      logs/software/test-{images,apptainer,offline-image,guest-image}.log;
 #    - the tests that need neither an image nor the machine to themselves:
 #      pytest -m "not e2e and not slurm and not vm and not images" (parsers,
 #      schemas, statistics, dry-runs ...);
@@ -40,7 +42,11 @@ mkdir -p logs/software
 
 if [[ ${1:-} == --images ]]; then
     start=$(date +%s)
-    PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2 || exit 1
+    # Apptainer (the site's, or built once per machine from its pinned source), which only phase 2 runs
+    { PYTHONPATH=workflow/lib "$py" -m hpcvirt.apptainer install > logs/software/test-apptainer.log 2>&1 &&
+        echo "test.sh: Apptainer ready after $(($(date +%s) - start)) s"; } &
+    apptainer=$!
+    PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2 || { kill "$apptainer" 2>/dev/null; exit 1; }
     echo "test.sh: the pinned suites ready after $(($(date +%s) - start)) s"
     # then both images at once (each reads the suites; they share nothing else), each with its own log;
     # --nolock: the tests of phase 1 may run Snakemake in this directory at the same time
@@ -53,11 +59,11 @@ if [[ ${1:-} == --images ]]; then
         echo "test.sh: the guest image ready after $(($(date +%s) - start)) s"; } &
     guest=$!
     rc=0
-    for job in "offline:$offline" "guest:$guest"; do
+    for job in "offline-image:$offline" "guest-image:$guest" "apptainer:$apptainer"; do
         if ! wait "${job#*:}"; then
             rc=1
-            tail -n 40 "logs/software/test-${job%%:*}-image.log"
-            echo "test.sh: the ${job%%:*} image failed; its log: logs/software/test-${job%%:*}-image.log"
+            tail -n 40 "logs/software/test-${job%%:*}.log"
+            echo "test.sh: ${job%%:*} failed; its log: logs/software/test-${job%%:*}.log"
         fi
     done
     exit $rc
