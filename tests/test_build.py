@@ -75,7 +75,6 @@ def test_the_suites_are_what_the_benchmarks_declare():
 
 @needs_mirror
 @pytest.mark.e2e
-@pytest.mark.no_measurement
 def test_build_by_spack_is_recorded_cached_and_linked(isolated):
     """IMB for Open MPI installed by the pinned Spack from the lock (nothing to do when this machine's install
     tree has it), staged, recorded with its Spack hash, linked."""

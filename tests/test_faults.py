@@ -246,6 +246,7 @@ def test_a_full_disk_leaves_no_partial_result_and_the_rerun_completes(tmp_path):
 
 
 @needs_root
+@pytest.mark.e2e                # a real NetPIPE run under a time limit: with the machine to itself
 @pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
 def test_a_full_disk_during_a_measurement_keeps_nothing_and_the_rerun_completes(tmp_path, monkeypatch):
     from hpcvirt import matrix
@@ -279,6 +280,7 @@ def test_a_full_disk_during_a_measurement_keeps_nothing_and_the_rerun_completes(
         assert not [n for n in os.listdir(where) if n.endswith(".partial")]
 
 
+@pytest.mark.e2e                # a real NetPIPE run under a time limit: with the machine to itself
 @pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
 def test_a_run_killed_at_its_time_limit_is_retried_and_every_attempt_kept(tmp_path, monkeypatch):
     """MPICH's NetPIPE sometimes hangs in MPI_Finalize after a complete sweep: here a wrapper
@@ -315,6 +317,7 @@ def test_a_run_killed_at_its_time_limit_is_retried_and_every_attempt_kept(tmp_pa
     assert subprocess.run(["pgrep", "-f", "sleep 613"], capture_output=True).returncode == 1   # nothing left
 
 
+@pytest.mark.e2e                # a real NetPIPE run under a time limit: with the machine to itself
 @pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
 def test_other_failures_are_not_retried(tmp_path, monkeypatch):
     from hpcvirt import matrix

@@ -13,9 +13,11 @@ import yaml
 from hpcvirt import matrix, numbers
 from hpcvirt.testbeds import launch
 from hpcvirt.analysis import summarize_tidy
+from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.benchmarks.advect import placement_pairs, placement_summary
 from hpcvirt.config import load_study
 from hpcvirt.netns import Testbed
+from hpcvirt.labels import macro
 from hpcvirt.tables import placement_tex
 from hpcvirt.qemu import Cluster
 
@@ -135,6 +137,9 @@ def test_summary_and_macros():
     macros, table = placement_tex(summary, tidy)
     # the shares, steps and ratios the text cites are declared (workflow/numbers.yaml)
     macros += numbers.tex(tidy, numbers.load(ROOT / "workflow/numbers.yaml"), latency_bytes=8)
+    # the time steps and the halo size: the stencil's own numbers (Benchmark.numbers, written by paper.numbers_tex)
+    stencil = REGISTRY["advect"]
+    macros += "".join(macro(k, v) for k, v in stencil.numbers(tidy[tidy["benchmark"].map(stencil.owns)]).items())
     for line in ("\\hvPlaceShareBridgeOpenmpiMixed}{33.3}", "\\hvPlaceStepVmOpenmpiInterNode}{8000}",
                  "\\hvPlaceRatioVmOpenmpiInterNodeVsBridge}{40.0}", "\\hvPlaceRatioVmOpenmpiMixedVsBridge}{20.0}",
                  "\\hvPlaceCommPctVmOpenmpiMixed}{50}", "\\hvPlaceRanks}{4}", "\\hvPlaceHalo}{8\\,KiB}"):

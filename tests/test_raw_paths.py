@@ -115,6 +115,7 @@ def _local_netpipe(tmp_path, monkeypatch, campaign: str):
     return study, testbeds["local"], c
 
 
+@pytest.mark.e2e                # real NetPIPE runs: with the machine to itself
 def test_a_campaign_is_extended_only_on_the_host_that_measured_it(tmp_path, monkeypatch):
     """Rep 1 measured here; its record then says another host id (what a copy of the archive on another
     machine has): rep 2 is refused before it runs, unless the study asks for it explicitly."""

@@ -111,9 +111,11 @@ def test_debian_mpich_gets_a_prefix_of_its_own(tmp_path, monkeypatch):
 @pytest.mark.e2e
 @pytest.mark.no_measurement
 @needs_mirror
-def test_laptop_stack_concretizes_again_to_its_lock(tmp_path):
+def test_laptop_stack_concretizes_again_to_its_lock(tmp_path, monkeypatch):
     """From scratch (a copy of the environment without its lock, ``concretize -f``, no reuse): the same DAG
     hashes as the committed spack.lock."""
+    # Spack's caches of its own (make test runs this beside the suites' install, which has the clone's)
+    monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))
     envs = tmp_path / "spack-envs"
     shutil.copytree(ROOT / "spack-envs/repo", envs / "repo")
     (envs / "laptop").mkdir()
@@ -146,13 +148,14 @@ def test_install_refuses_an_mpich_prefix_other_than_the_one_made_here(tmp_path, 
 
 @needs_mirror
 @pytest.mark.parametrize("stack", ["openmpi-ucx", "mpich"])
-def test_a_cluster_stacks_def_is_what_spack_containerize_renders_with_the_projects_template(stack):
+def test_a_cluster_stacks_def_is_what_spack_containerize_renders_with_the_projects_template(stack, tmp_path):
     """containers/<stack>.def is generated, not edited: `spack containerize` with the project's template
     (containers/templates/container/hpcvirt.def) renders it byte for byte; the build stage installs the
     committed lock and checks its roots' hashes."""
     cp = subprocess.run([sys.executable, "-m", "hpcvirt.spack", "spack", "containerize"],
                         cwd=ROOT / "spack-envs" / stack, capture_output=True, text=True, timeout=600,
-                        env={**os.environ, "PYTHONPATH": str(ROOT / "workflow/lib"), "HPCVIRT_ROOT": str(ROOT)})
+                        env={**os.environ, "PYTHONPATH": str(ROOT / "workflow/lib"), "HPCVIRT_ROOT": str(ROOT),
+                             "HPCVIRT_WORKDIR": str(tmp_path)})     # Spack's caches of its own
     assert cp.returncode == 0, cp.stderr[-2000:]
     committed = (ROOT / "containers" / f"{stack}.def").read_text()
     assert cp.stdout == committed, "regenerate: cd spack-envs/<stack> && python -m hpcvirt.spack spack containerize"

@@ -70,7 +70,7 @@ if [[ ${1:-} == --images ]]; then
 fi
 
 t0=$(date +%s)
-echo "make test: phase 1 of 2: the pinned suites and the images build in the background (log: $images_log), the tests that measure nothing"
+echo "make test: phase 1 of 2: Apptainer, the pinned suites and the images build in the background (log: $images_log); the tests that measure nothing"
 echo "  and need no image run meanwhile: the slow ones (-m $quiet; log: $quiet_log) beside the unit and workflow tests"
 # Sessions of their own, so that an interrupted `make test` stops them whole; and the lowest CPU
 # priority (nice 19, best-effort I/O at its lowest level), so that they take only the cores the unit
