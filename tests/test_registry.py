@@ -69,13 +69,6 @@ def _example(p):
             "choices": list(p.choices[:1])}[p.kind]
 
 
-def _metric_ok(b, metric: str, unit: str) -> bool:
-    for m, u in b.metrics.items():
-        if re.fullmatch(re.escape(m).replace(r"\{n\}", r"\d+"), metric) and u == unit:
-            return True
-    return False
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_parser_on_captured_outputs(name):
     """Its fixtures: at least one accepted and one rejected output, and every
@@ -91,7 +84,7 @@ def test_parser_on_captured_outputs(name):
             rejected.append(f)
             continue
         assert rows, f
-        bad = sorted({(r.metric, r.unit) for r in rows if not _metric_ok(b, r.metric, r.unit)})
+        bad = sorted({(r.metric, r.unit) for r in rows if not b.declares(r.metric, r.unit)})
         assert not bad, f"{f.name}: undeclared metrics/units {bad}"
         accepted.append(f)
     assert accepted and rejected, f"{name}: needs captured outputs of a good and of a failed run"

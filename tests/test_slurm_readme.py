@@ -25,15 +25,6 @@ from test_workflow import APP_BENCHMARKS, fresh_copy
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _declared(benchmark: str, metric: str, unit: str) -> bool:
-    """Whether the benchmark whose rows are named ``benchmark`` declares ``metric`` with ``unit``
-    (a declared name may hold ``{n}`` for a family of metrics)."""
-    for name, declared_unit in REGISTRY.by_rows(benchmark).metrics.items():
-        if re.fullmatch(re.escape(name).replace(r"\{n\}", r"\d+"), metric):
-            return unit == declared_unit
-    return False
-
-
 def readme_command() -> list[str]:
     text = (ROOT / "README.md").read_text()
     m = re.search(r"^(workflow/scripts/slurm-study\.sh .+)$", text, re.M)
@@ -79,7 +70,8 @@ def test_readme_slurm_command_builds_the_paper(tmp_path):
     via_slurm = pd.read_csv(work / f"data/results/{campaign}/local-slurm/tidy.csv")
     assert list(via_slurm.columns) == list(COLUMNS)
     assert set(via_slurm["raw_path"]) == set(matrix.all_raw_paths(study))
-    undeclared = via_slurm[[not _declared(b, m, u) for b, m, u in via_slurm[["benchmark", "metric", "unit"]].values]]
+    keys = via_slurm[["benchmark", "metric", "unit"]].values
+    undeclared = via_slurm[[not REGISTRY.by_rows(b).declares(m, u) for b, m, u in keys]]
     assert undeclared.empty, undeclared[["benchmark", "metric", "unit"]].drop_duplicates().to_string()
     apps = via_slurm["benchmark"].isin(APP_BENCHMARKS)
     assert set(via_slurm.loc[apps, "benchmark"]) == set(APP_BENCHMARKS)     # the applications ran through Slurm

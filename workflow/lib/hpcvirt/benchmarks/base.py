@@ -303,6 +303,14 @@ class Benchmark:
     # the views of its rows the figures draw (View), computed by the views rule
     views: ClassVar[tuple[View, ...]] = ()
 
+    def declares(self, metric: str, unit: str) -> bool:
+        """Whether ``metric`` with ``unit`` is one of its declared ``metrics`` (a declared name may hold
+        ``{n}`` for a family of metrics)."""
+        import re
+
+        return any(re.fullmatch(re.escape(m).replace(r"\{n\}", r"\d+"), metric) and u == unit
+                   for m, u in self.metrics.items())
+
     def numbers(self, rows) -> dict[str, str]:
         """The paper's numbers about this benchmark's own tidy rows (a DataFrame, not empty): macro name ->
         LaTeX text.  Each name is written literally where it is made, so a number in the PDF can be
