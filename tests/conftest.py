@@ -15,14 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 #: Test modules that read the offline image (.hpcvirt/images/offline.sqfs), which `make test`
-#: (workflow/scripts/test.sh) builds while the tests marked neither e2e, slurm, vm nor images run.
+#: (workflow/scripts/test.sh) builds while the tests marked neither vm nor images run (the guests'
+#: image too: a test that boots guests is marked vm).
 IMAGE_MODULES = frozenset({"test_apptainer", "test_container_workflow", "test_containers", "test_image"})
 
 
 def make_test_parts() -> dict[str, str]:
     """The marker expressions of `make test`'s parts (workflow/scripts/test.sh): name -> expression."""
     text = (ROOT / "workflow/scripts/test.sh").read_text()
-    return {name: re.search(rf"^{name}='([^']+)'$", text, re.M).group(1) for name in ("unit", "quiet", "rest")}
+    return {name: re.search(rf"^{name}='([^']+)'$", text, re.M).group(1) for name in ("unit", "quiet", "host", "guests")}
 
 
 def pytest_collection_modifyitems(items):

@@ -1,29 +1,35 @@
 #!/usr/bin/env bash
 # `make test`: the whole test suite, in two phases.
 #
-# 1. Three things at once, none of which measures (so sharing the cores costs
-#    no result; the first two at the lowest CPU priority, so that the unit
-#    tests' short MPI runs with a time limit get the cores they ask for):
-#    - in the background: Apptainer (built once per machine from its pinned
-#      source when the machine has none; only phase 2 runs it), and the
-#      pinned suites on this host, by Spack from
-#      spack-envs/laptop/spack.lock (python -m hpcvirt.build: installed once per
-#      machine, linked into this clone's .hpcvirt/suites, where the MILC
-#      parser's real run finds them), then both images the container and guest
-#      tests run on at once (the offline image by its Snakemake rule, and the
-#      guests' image; each once per machine, reused afterwards); logs
+# 1. At once, none of it measuring (so sharing the cores costs no result):
+#    - in the background, at the lowest CPU and I/O priority: Apptainer (built
+#      once per machine from its pinned source when the machine has none; only
+#      the image tests run it), and the pinned suites on this host, by Spack
+#      from spack-envs/laptop/spack.lock (python -m hpcvirt.build: installed
+#      once per machine, linked into this clone's .hpcvirt/suites), then both
+#      images the container and guest tests run on at once (the offline image
+#      by its Snakemake rule, and the guests' image; each once per machine,
+#      reused afterwards); logs
 #      logs/software/test-{images,apptainer,offline-image,guest-image}.log;
-#    - the tests that need neither an image nor the machine to themselves:
-#      pytest -m "not e2e and not slurm and not vm and not images" (parsers,
-#      schemas, statistics, dry-runs ...);
-#    - the slow tests that measure nothing: -m no_measurement (the paper and
-#      the report from the archive, the offline bundle, Spack's concretization),
-#      output in logs/software/test-no-measurement.log, printed when done.
-# 2. Once both images are there, the rest, one test at a time, with the machine
-#    to themselves: the end-to-end studies, the Slurm clusters, the guests and
-#    the container tests: -m "(e2e or slurm or vm or images) and not no_measurement".
+#    - at normal priority, the tests that need neither an image nor the machine
+#      to themselves: pytest -m "not e2e and not slurm and not vm and not images"
+#      (parsers, schemas, statistics, dry-runs ...; some run MPI ranks with a
+#      time limit, which must not wait for a compiler);
+#    - once the suites are installed, at the lowest priority, the slow tests
+#      that measure nothing: -m no_measurement (the paper and the report from
+#      the archive, the offline bundle, Spack's concretization), output in
+#      logs/software/test-no-measurement.log, printed at the end.  They go on
+#      through phase 2, taking only the cores its tests leave.
+# 2. The tests that measure, one at a time, at normal priority, so that nothing
+#    of the same priority shares the machine with them:
+#    a. as soon as the unit tests are done and the suites are installed, those
+#       that need no image and no guest (the Slurm clusters, the real runs on
+#       this host): -m "(e2e or slurm) and not vm and not images and not no_measurement",
+#       while the images are still being built at the lowest priority;
+#    b. once both images are there, the guests, the namespaces and the
+#       containers: -m "(vm or images) and not no_measurement".
 #
-# The three marker expressions split the suite: every collected test runs in
+# The four marker expressions split the suite: every collected test runs in
 # exactly one of them (tests/conftest.py marks the modules that read the
 # offline image "images", and refuses no_measurement on a test that is not e2e
 # or needs Slurm, a guest or an image).  Exit status: non-zero if any part
@@ -35,7 +41,8 @@ py=${HPCVIRT_TEST_PYTHON:-.venv/bin/python}
 bin=$(dirname "$py")
 unit='not e2e and not slurm and not vm and not images'
 quiet='no_measurement'
-rest='(e2e or slurm or vm or images) and not no_measurement'
+host='(e2e or slurm) and not vm and not images and not no_measurement'
+guests='(vm or images) and not no_measurement'
 images_log=logs/software/test-images.log
 quiet_log=logs/software/test-no-measurement.log
 mkdir -p logs/software
@@ -48,6 +55,7 @@ if [[ ${1:-} == --images ]]; then
     apptainer=$!
     PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2 || { kill "$apptainer" 2>/dev/null; exit 1; }
     echo "test.sh: the pinned suites ready after $(($(date +%s) - start)) s"
+    [[ -n ${HPCVIRT_TEST_SUITES_READY:-} ]] && touch "$HPCVIRT_TEST_SUITES_READY"
     # then both images at once (each reads the suites; they share nothing else), each with its own log;
     # --nolock: the tests of phase 1 may run Snakemake in this directory at the same time
     { "$bin/snakemake" --workflow-profile workflow/profiles/default --nolock .hpcvirt/images/offline.sqfs \
@@ -70,47 +78,70 @@ if [[ ${1:-} == --images ]]; then
 fi
 
 t0=$(date +%s)
-echo "make test: phase 1 of 2: Apptainer, the pinned suites and the images build in the background (log: $images_log); the tests that measure nothing"
-echo "  and need no image run meanwhile: the slow ones (-m $quiet; log: $quiet_log) beside the unit and workflow tests"
+echo "make test: phase 1 of 2: Apptainer, the pinned suites and the images build in the background (log: $images_log);"
+echo "  the tests that measure nothing and need no image run meanwhile (-m \"$unit\"), then the slow ones"
+echo "  (-m $quiet; log: $quiet_log) at the lowest priority, once the suites are there"
 # Sessions of their own, so that an interrupted `make test` stops them whole; and the lowest CPU
-# priority (nice 19, best-effort I/O at its lowest level), so that they take only the cores the unit
-# tests leave: some of those run MPI ranks with a time limit, which must not wait for a compiler.
+# priority (nice 19, best-effort I/O at its lowest level), so that they take only the cores the tests
+# at normal priority leave: some of those run MPI ranks with a time limit, which must not wait for a compiler.
 low=(nice -n 19 ionice -c 2 -n 7)
-setsid -w "${low[@]}" "$self" --images > "$images_log" 2>&1 &
-builder=$!
 tmp=$(mktemp -d /tmp/hpcvirt-test.XXXXXX)
-setsid -w "${low[@]}" "$py" -m pytest -ra --durations=10 -p no:cacheprovider --basetemp="$tmp/quiet" -m "$quiet" \
-    > "$quiet_log" 2>&1 &
-quiet_pid=$!
-trap 'kill -- -"$builder" -"$quiet_pid" 2>/dev/null; exit 130' INT TERM
+ready=$tmp/suites.ready
+HPCVIRT_TEST_SUITES_READY=$ready setsid -w "${low[@]}" "$self" --images > "$images_log" 2>&1 &
+builder=$!
+"$py" -m pytest -ra --durations=25 -p no:cacheprovider --basetemp="$tmp/unit" -m "$unit" &
+unit_pid=$!
+quiet_pid=
+trap 'kill -- -"$builder" ${quiet_pid:+-"$quiet_pid"} 2>/dev/null; kill "$unit_pid" 2>/dev/null; exit 130' INT TERM
 
-"$py" -m pytest -ra --durations=25 -p no:cacheprovider --basetemp="$tmp/unit" -m "$unit"
+# the suites (or the builder's end, if it failed before them)
+while [[ ! -e $ready ]] && kill -0 "$builder" 2>/dev/null; do sleep 2; done
+if [[ -e $ready ]]; then
+    setsid -w "${low[@]}" "$py" -m pytest -ra --durations=10 -p no:cacheprovider --basetemp="$tmp/quiet" -m "$quiet" \
+        > "$quiet_log" 2>&1 &
+    quiet_pid=$!
+fi
+wait "$unit_pid"
 unit_rc=$?
+if [[ ! -e $ready ]]; then
+    wait "$builder"
+    tail -n 40 "$images_log" >&2
+    echo "error: make test: the pinned suites could not be built; the log above is $images_log" >&2
+    rm -rf "$tmp"
+    exit 1
+fi
+grep "^test.sh: the pinned suites" "$images_log"
+echo "make test: phase 1 took $(($(date +%s) - t0)) s"
 
-echo "make test: phase 1: the slow tests that measure nothing (-m $quiet), from $quiet_log:"
-wait "$quiet_pid"
-quiet_rc=$?
-cat "$quiet_log"
-echo "make test: phase 1: waiting for the images (log: $images_log)"
+echo "make test: phase 2 of 2, a: the tests that measure on this host and its Slurm clusters, one at a time" \
+     "(the images go on building at the lowest priority)"
+"$py" -m pytest -ra --durations=25 -p no:cacheprovider -m "$host"
+host_rc=$?
+
+echo "make test: phase 2, b: waiting for the images (log: $images_log)"
 wait "$builder"
 build_rc=$?
-trap - INT TERM
-rm -rf "$tmp"
 if [[ $build_rc -ne 0 ]]; then
     tail -n 40 "$images_log" >&2
     echo "error: make test: the images could not be built (exit $build_rc); the log above is $images_log" >&2
-    exit 1
+    guests_rc=1
+else
+    grep "^test.sh: " "$images_log"
+    echo "make test: phase 2, b ($(($(date +%s) - t0)) s in): the guest, namespace and container tests, one at a time"
+    "$py" -m pytest -ra --durations=25 -p no:cacheprovider -m "$guests"
+    guests_rc=$?
 fi
-grep "^test.sh: " "$images_log"
-echo "make test: phase 1 took $(($(date +%s) - t0)) s"
 
-echo "make test: phase 2 of 2: the end-to-end, Slurm, guest and container tests, one at a time"
-"$py" -m pytest -ra --durations=40 -m "$rest"
-rest_rc=$?
+echo "make test: the slow tests that measure nothing (-m $quiet), from $quiet_log:"
+wait "$quiet_pid"
+quiet_rc=$?
+trap - INT TERM
+cat "$quiet_log"
+rm -rf "$tmp"
 
 echo "make test: $(($(date +%s) - t0)) s; exit status of the unit tests $unit_rc, of those that measure nothing $quiet_rc," \
-     "of the end-to-end tests $rest_rc"
-if [[ $unit_rc -ne 0 || $quiet_rc -ne 0 || $rest_rc -ne 0 ]]; then
+     "of those that measure on this host $host_rc, with guests and images $guests_rc"
+if [[ $unit_rc -ne 0 || $quiet_rc -ne 0 || $host_rc -ne 0 || $guests_rc -ne 0 ]]; then
     echo "error: make test: a part failed (above)" >&2
     exit 1
 fi
