@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,32 @@ def archive_clone(tmp_path_factory) -> Path:
                         cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, (cp.stdout + cp.stderr)[-3000:]
     return repo
+
+
+def _mirror_reachable() -> bool:
+    try:
+        urllib.request.urlopen("http://deb.debian.org/debian/dists/trixie/Release", timeout=10).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def other_openmpi_image(tmp_path_factory):
+    """A real image with a different Open MPI: Debian trixie's openmpi-bin
+    (Open MPI 5.0.x, PMIx 5.x), as an unpacked directory; built once for the
+    container tests of both runtimes that must refuse it."""
+    if not shutil.which("mmdebstrap"):
+        pytest.skip("mmdebstrap not installed (apt-get install mmdebstrap)")
+    if not _mirror_reachable():
+        pytest.skip("deb.debian.org not reachable: cannot build the trixie image")
+    root = tmp_path_factory.mktemp("img") / "trixie-openmpi"
+    cp = subprocess.run(
+        ["mmdebstrap", "--mode=root", "--variant=essential", "--format=directory", "--skip=output/dev",
+         "--aptopt=APT::Install-Recommends \"false\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
+         "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
+         "--include=openmpi-bin", "trixie", str(root), "http://deb.debian.org/debian"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    return root

@@ -38,8 +38,6 @@ needs_image = pytest.mark.skipif(
             f"offline image {OFFLINE_IMAGE} not built (snakemake .hpcvirt/images/offline.sqfs)"
             if not OFFLINE_IMAGE.is_file() else "no mpirun"))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_container_workflow import other_openmpi_image  # noqa: E402,F401  (a session fixture)
 
 
 # --------------------------------------------------------------------------
@@ -194,7 +192,7 @@ def test_two_rank_netpipe_through_apptainer_and_the_preflight(sif):
 
 @needs_image
 @pytest.mark.e2e
-def test_preflight_rejects_an_image_with_another_open_mpi(other_openmpi_image):  # noqa: F811
+def test_preflight_rejects_an_image_with_another_open_mpi(other_openmpi_image):
     study, tb = _testbed(other_openmpi_image)
     host = stack.mpi_identity((), "openmpi")["version"]
     with pytest.raises(stack.PreflightError, match=rf"MPI mismatch: host {host} .* container 5\."):

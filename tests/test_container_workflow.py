@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -228,34 +227,6 @@ def test_tiny_study_through_the_image(tmp_path):
         argv = rec["command"]["argv"]
         assert argv[argv.index("ch-run") + 1:argv.index("ch-run") + 3] == ["--join-ct=2", IMAGE]   # no binds
         assert rec["started_at"] >= pf["finished_at"]
-
-
-def _mirror_reachable() -> bool:
-    try:
-        urllib.request.urlopen("http://deb.debian.org/debian/dists/trixie/Release", timeout=10).close()
-        return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="session")
-def other_openmpi_image(tmp_path_factory):
-    """A real image with a different Open MPI: Debian trixie's openmpi-bin
-    (Open MPI 5.0.x, PMIx 5.x), as an unpacked directory."""
-    if not shutil.which("mmdebstrap"):
-        pytest.skip("mmdebstrap not installed (apt-get install mmdebstrap)")
-    if not _mirror_reachable():
-        pytest.skip("deb.debian.org not reachable: cannot build the trixie image")
-    root = tmp_path_factory.mktemp("img") / "trixie-openmpi"
-    cp = subprocess.run(
-        ["mmdebstrap", "--mode=root", "--variant=essential", "--format=directory", "--skip=output/dev",
-         "--aptopt=APT::Install-Recommends \"false\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
-         "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
-         "--include=openmpi-bin", "trixie", str(root), "http://deb.debian.org/debian"],
-        capture_output=True, text=True, timeout=900,
-    )
-    assert cp.returncode == 0, cp.stderr[-3000:]
-    return root
 
 
 @pytest.mark.e2e

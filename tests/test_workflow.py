@@ -508,17 +508,22 @@ def test_tiny_study_end_to_end(tmp_path):
     assert str(victim.relative_to(work)) in res3.stdout
 
 
-@pytest.mark.parametrize("figure", ["pingpong", "datapaths", "placement", "containers", "richter"])
-def test_figure_from_the_archive_measures_nothing(tmp_path, figure):
-    """In a fresh clone (nothing under .hpcvirt/, no outputs), a figure of
-    the committed archive is drawn from its raw outputs: no measurement and
-    no job whose output would make a measurement look outdated."""
-    work = fresh_copy(tmp_path / "repo")
-    # modification times as a git checkout leaves them: increasing in path order
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    """A fresh clone (nothing under .hpcvirt/, no outputs) with the modification times a git
+    checkout leaves, increasing in path order; shared by the dry-runs that only read it."""
+    work = fresh_copy(tmp_path_factory.mktemp("checkout") / "repo")
     t0 = time.time_ns()
     for i, f in enumerate(sorted(p for p in work.rglob("*") if p.is_file() and ".git" not in p.parts)):
         os.utime(f, ns=(t0 + i * 1_000_000, t0 + i * 1_000_000))
-    res = snakemake(*PROFILE, "-n", f"paper/figures/{figure}.pdf", cwd=work)
+    return work
+
+
+@pytest.mark.parametrize("figure", ["pingpong", "datapaths", "placement", "containers", "richter"])
+def test_figure_from_the_archive_measures_nothing(checkout, figure):
+    """In a fresh clone, a figure of the committed archive is drawn from its raw outputs: no measurement
+    and no job whose output would make a measurement look outdated (a dry-run: the clone stays as it is)."""
+    res = snakemake(*PROFILE, "-n", f"paper/figures/{figure}.pdf", cwd=checkout)
     jobs = re.findall(r"^(\w+)\s+\d+$", res.stdout.split("Job stats:")[1].split("Reasons")[0], re.M)
     # (the views the figure draws; the companion campaigns' figures: their tables, rules containers and datapaths)
     assert set(jobs) <= {"parse", "aggregate", "views", "containers", "datapaths", f"figure_{figure}", "total"}, \

@@ -2,7 +2,8 @@
 # `make test`: the whole test suite, in two phases.
 #
 # 1. At once, none of it measuring (so sharing the cores costs no result):
-#    - in the background, at the lowest CPU and I/O priority: Apptainer (built
+#    - in the background, at a low CPU and I/O priority (nice 17; Apptainer's
+#      build at 19, as it is needed last): Apptainer (built
 #      once per machine from its pinned source when the machine has none; only
 #      the image tests run it), and the pinned suites on this host, by Spack
 #      from spack-envs/laptop/spack.lock (python -m hpcvirt.build: installed
@@ -25,7 +26,7 @@
 #    a. as soon as the unit tests are done and the suites are installed, those
 #       that need no image and no guest (the Slurm clusters, the real runs on
 #       this host): -m "(e2e or slurm) and not vm and not images and not no_measurement",
-#       while the images are still being built at the lowest priority;
+#       while the images are still being built at their low priority;
 #    b. once both images are there, the guests, the namespaces and the
 #       containers: -m "(vm or images) and not no_measurement".
 #
@@ -50,7 +51,8 @@ mkdir -p logs/software
 if [[ ${1:-} == --images ]]; then
     start=$(date +%s)
     # Apptainer (the site's, or built once per machine from its pinned source), which only phase 2 runs
-    { PYTHONPATH=workflow/lib "$py" -m hpcvirt.apptainer install > logs/software/test-apptainer.log 2>&1 &&
+    # (two steps lower still than the suites, which the first tests that measure wait for)
+    { PYTHONPATH=workflow/lib nice -n 2 "$py" -m hpcvirt.apptainer install > logs/software/test-apptainer.log 2>&1 &&
         echo "test.sh: Apptainer ready after $(($(date +%s) - start)) s"; } &
     apptainer=$!
     PYTHONPATH=workflow/lib "$py" -m hpcvirt.build --jobs 2 || { kill "$apptainer" 2>/dev/null; exit 1; }
@@ -84,10 +86,11 @@ echo "  (-m $quiet; log: $quiet_log) at the lowest priority, once the suites are
 # Sessions of their own, so that an interrupted `make test` stops them whole; and the lowest CPU
 # priority (nice 19, best-effort I/O at its lowest level), so that they take only the cores the tests
 # at normal priority leave: some of those run MPI ranks with a time limit, which must not wait for a compiler.
+# The builds first among these (nice 17; Apptainer's, needed last, at 19), then the tests that measure nothing.
 low=(nice -n 19 ionice -c 2 -n 7)
 tmp=$(mktemp -d /tmp/hpcvirt-test.XXXXXX)
 ready=$tmp/suites.ready
-HPCVIRT_TEST_SUITES_READY=$ready setsid -w "${low[@]}" "$self" --images > "$images_log" 2>&1 &
+HPCVIRT_TEST_SUITES_READY=$ready setsid -w nice -n 17 ionice -c 2 -n 7 "$self" --images > "$images_log" 2>&1 &
 builder=$!
 "$py" -m pytest -ra --durations=25 -p no:cacheprovider --basetemp="$tmp/unit" -m "$unit" &
 unit_pid=$!
