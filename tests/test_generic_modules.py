@@ -88,3 +88,13 @@ def test_benchmark_names_in_generic_modules_only_go_down(path):
                                   "let the benchmark's declaration say it instead")
     assert len(found) == budget, (f"{path.name} names benchmarks {len(found)} times now: lower its budget in "
                                   f"{Path(__file__).name} from {budget} to {len(found)}")
+
+
+#: The most lines a generic module may have: past it, it does more than one thing.
+MAX_LINES = 450
+
+
+@pytest.mark.parametrize("path", GENERIC, ids=lambda p: p.name)
+def test_no_generic_module_is_over_the_line_limit(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.name} has {lines} lines (at most {MAX_LINES}): split what it does"

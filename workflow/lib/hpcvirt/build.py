@@ -23,13 +23,11 @@ where ``<cache>`` is ``$HPCVIRT_BUILD_CACHE`` or ``<workdir>/suites``, and
 the testbed files name them through a stable link in the checkout,
 ``.hpcvirt/suites/<suite>-<mpi>`` -> that directory, which :func:`ensure`
 points at the build of the current key (installing it with Spack first when
-it is missing).  Staged, not linked to Spack's prefix: the folder is what a
-guest image copies (the container image gets its own install from Spack,
-:mod:`hpcvirt.image`), and it holds the profiler and the
-record, while Spack's prefix stays Spack's.  A failed install leaves nothing
-but Spack's output, kept beside the cache as
-``<suite>-<mpi>-<key>.failed.log``.  Builds of one suite and MPI are
-serialised by a lock file, Spack installs by one more.
+it is missing).  Staged, not linked to Spack's prefix: the folder, with the
+profiler and the record, is what a guest image copies (the container image
+gets its own install from Spack, :mod:`hpcvirt.image`).  A failed install
+leaves only Spack's output, ``<suite>-<mpi>-<key>.failed.log`` beside the
+cache.  A lock file serialises the builds of one suite and MPI, one more Spack's installs.
 
 ``build.json`` records the suite, the source file, its checksum and which
 copy was used (official archive or mirror copy), the Spack spec, its DAG hash
@@ -37,9 +35,8 @@ and the sha256 of the lock, the compilers and their versions, the MPI, the
 time Spack took and the sha256 of every binary.  The same builds are copied
 into the guest image (``workflow/scripts/build-guest-image.sh``).
 
-Command line: ``python -m hpcvirt.build [--mpi M ...] [SUITE ...]`` builds
-(or reuses) and prints ``<suite> <mpi> <directory>`` per build; ``--keys``
-prints the build keys without building.
+Command line: ``python -m hpcvirt.build [--mpi M ...] [SUITE ...]`` builds (or reuses) and
+prints ``<suite> <mpi> <directory>`` per build; ``--keys`` prints the build keys only.
 """
 
 from __future__ import annotations
