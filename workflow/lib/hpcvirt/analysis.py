@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths, stats
+from . import kinds, paths, stats
 from .benchmarks import REGISTRY
 from .query import per_round_at
 from .labels import normalize_units, runtime_of
@@ -43,10 +43,9 @@ def row_context(prov: dict) -> dict:
     label the run recorded; empty when no VM ran) and the Spack DAG hash of the build it ran (empty for a
     build not made by Spack)."""
     ctx = prov["context"]
-    virt = str(ctx.get("virtualization") or "").split("+")[0]
     build = (ctx.get("benchmark_binary") or {}).get("build") or {}
     return dict(ctx, started_at=prov.get("started_at"), host=host_label(prov.get("host")),
-                kind=ctx.get("testbed_kind"), accel=virt[len("qemu-"):] if virt.startswith("qemu-") else "",
+                kind=ctx.get("testbed_kind"), accel=kinds.guest_accel(ctx.get("virtualization")),
                 spack_hash=(build.get("spack") or {}).get("hash"))
 
 

@@ -96,3 +96,16 @@ class Qemu(TwoHost):
 
 
 KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, NetnsBridge, Qemu)}
+
+
+def guest_accel(virtualization) -> str:
+    """The accelerator in a tidy row's virtualization label when its ranks ran in guests
+    (``qemu-tcg+apptainer`` -> ``tcg``); empty for any other label."""
+    label = str(virtualization or "").split("+")[0]
+    prefix = f"{Qemu.name}-"
+    return label[len(prefix):] if label.startswith(prefix) else ""
+
+
+def is_bridge(virtualization) -> bool:
+    """Whether a tidy row's virtualization label is the namespaces' (their hosts on the project's link)."""
+    return str(virtualization or "").split("+")[0] == NetnsBridge.name

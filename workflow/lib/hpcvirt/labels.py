@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 import re
 
+from . import kinds
+
 # ------------------------------------------------------------------ labels
 #: What a point-to-point benchmark below MPI (its rows' ``mpi``: ``none``) measures.
 RAW_TCP = "raw TCP"
@@ -69,12 +71,12 @@ def path_key(interconnect: str) -> str:
 
 def is_vm(virtualization) -> bool:
     """Whether a tidy row's virtualization label is a guest's (``qemu-tcg``, ``qemu-kvm``)."""
-    return str(virtualization).startswith("qemu")
+    return bool(kinds.guest_accel(virtualization))
 
 
 def is_emulated(virtualization) -> bool:
     """Whether the guests ran under software emulation (their numbers measure the emulator)."""
-    return str(virtualization).startswith("qemu-tcg")
+    return kinds.guest_accel(virtualization) == "tcg"
 
 
 def runtime_of(virtualization) -> str:
@@ -102,7 +104,7 @@ def interconnect_class(virtualization: str, interconnect: str, link: str | None)
     v, link = str(virtualization), (link if isinstance(link, str) else "")
     if v == "none":
         return {"shm": "shared memory", "tcp-loopback": "TCP loopback"}.get(interconnect, interconnect)
-    where = "guests" if is_vm(v) else "bridge" if v == "netns-bridge" else v
+    where = "guests" if is_vm(v) else "bridge" if kinds.is_bridge(v) else v
     rate = rate_label(link) if link else ""
     return f"{where}, {rate}" if rate else (f"{where} (TCG)" if is_emulated(v) else where)
 
