@@ -363,9 +363,8 @@ def install_roots(env_dir: Path, hashes: list[str], *, jobs: int = 2, log: Path,
     """Install the roots ``hashes`` of ``env_dir``'s committed spack.lock (with what they depend on), offline
     from the source mirror, ``jobs`` packages at a time: Spack writes a Makefile of the DAG (``spack env
     depfile``, Spack's own way to install an environment in parallel) and ``make -j`` runs one ``spack
-    install --only=package`` per package.  Spack's output goes to ``log``; the lines that say a package
-    starts or is done also to standard error.  Returns ``{"seconds", "built": [hashes built], "prefixes",
-    "log"}`` (``log``: None when nothing had to be built)."""
+    install --only=package`` per package.  Spack's output goes to ``log`` (a package's start and end also to
+    standard error).  Returns ``{"seconds", "built": [hashes], "prefixes", "log"}`` (``log``: None if none)."""
     _check_installable(env_dir)
     roots = {r["hash"] for r in lock_roots(env_dir)}
     unknown = [h for h in hashes if h not in roots]
@@ -378,6 +377,8 @@ def install_roots(env_dir: Path, hashes: list[str], *, jobs: int = 2, log: Path,
     if todo:
         if shutil.which("make") is None:
             raise SpackError("GNU make is missing (apt-get install make)")
+        # the repositories' provider index (about 80 s), alone: make's Spack processes wait for it at most 120 s
+        run(["providers", "mpi"], env_dir=env_dir, copies=copies, mirror=mirror, capture=True)
         with tempfile.TemporaryDirectory(prefix=".depfile.", dir=state_dir()) as tmp:
             depfile = Path(tmp) / "Makefile"
             run(["env", "depfile", "--make-prefix", str(Path(tmp) / "targets"), "-o", str(depfile),
