@@ -23,14 +23,16 @@
 #      through phase 2, taking only the cores its tests leave.
 # 2. The tests that measure, one at a time, at normal priority, so that nothing
 #    of the same priority shares the machine with them:
-#    a. as soon as the unit tests are done and the suites are installed, those
-#       that need no image and no guest (the Slurm clusters, the real runs on
-#       this host): -m "(e2e or slurm) and not vm and not images and not no_measurement",
+#    a. as soon as the unit tests are done, the local Slurm clusters' own tests,
+#       which need no suite: -m "slurm and not e2e and not vm and not images";
+#    b. once the suites are installed too, the others that need no image and no
+#       guest (the studies through the Slurm clusters, the real runs on this
+#       host): -m "e2e and not vm and not images and not no_measurement",
 #       while the images are still being built at their low priority;
-#    b. once both images are there, the guests, the namespaces and the
+#    c. once both images are there, the guests, the namespaces and the
 #       containers: -m "(vm or images) and not no_measurement".
 #
-# The four marker expressions split the suite: every collected test runs in
+# The five marker expressions split the suite: every collected test runs in
 # exactly one of them (tests/conftest.py marks the modules that read the
 # offline image "images", and refuses no_measurement on a test that is not e2e
 # or needs Slurm, a guest or an image).  Exit status: non-zero if any part
@@ -42,7 +44,8 @@ py=${HPCVIRT_TEST_PYTHON:-.venv/bin/python}
 bin=$(dirname "$py")
 unit='not e2e and not slurm and not vm and not images'
 quiet='no_measurement'
-host='(e2e or slurm) and not vm and not images and not no_measurement'
+cluster='slurm and not e2e and not vm and not images'
+host='e2e and not vm and not images and not no_measurement'
 guests='(vm or images) and not no_measurement'
 images_log=logs/software/test-images.log
 quiet_log=logs/software/test-no-measurement.log
@@ -94,18 +97,27 @@ HPCVIRT_TEST_SUITES_READY=$ready setsid -w nice -n 17 ionice -c 2 -n 7 "$self" -
 builder=$!
 "$py" -m pytest -ra --durations=25 -p no:cacheprovider --basetemp="$tmp/unit" -m "$unit" &
 unit_pid=$!
-quiet_pid=
-trap 'kill -- -"$builder" ${quiet_pid:+-"$quiet_pid"} 2>/dev/null; kill "$unit_pid" 2>/dev/null; exit 130' INT TERM
+# the slow tests that measure nothing, at the lowest priority, as soon as the suites are there (or not at all,
+# if the builder fails before them)
+(
+    while [[ ! -e $ready ]] && kill -0 "$builder" 2>/dev/null; do sleep 2; done
+    [[ -e $ready ]] || exit 0
+    exec setsid -w "${low[@]}" "$py" -m pytest -ra --durations=10 -p no:cacheprovider --basetemp="$tmp/quiet" \
+        -m "$quiet" > "$quiet_log" 2>&1
+) &
+quiet_pid=$!
+trap 'kill -- -"$builder" -"$quiet_pid" 2>/dev/null; kill "$unit_pid" "$quiet_pid" 2>/dev/null; exit 130' INT TERM
+wait "$unit_pid"
+unit_rc=$?
+echo "make test: phase 1 took $(($(date +%s) - t0)) s"
+
+echo "make test: phase 2 of 2, a: the Slurm clusters' own tests, which need no suite, one at a time" \
+     "(the suites and the images go on building at their low priority)"
+"$py" -m pytest -ra --durations=10 -p no:cacheprovider -m "$cluster"
+cluster_rc=$?
 
 # the suites (or the builder's end, if it failed before them)
 while [[ ! -e $ready ]] && kill -0 "$builder" 2>/dev/null; do sleep 2; done
-if [[ -e $ready ]]; then
-    setsid -w "${low[@]}" "$py" -m pytest -ra --durations=10 -p no:cacheprovider --basetemp="$tmp/quiet" -m "$quiet" \
-        > "$quiet_log" 2>&1 &
-    quiet_pid=$!
-fi
-wait "$unit_pid"
-unit_rc=$?
 if [[ ! -e $ready ]]; then
     wait "$builder"
     tail -n 40 "$images_log" >&2
@@ -114,14 +126,12 @@ if [[ ! -e $ready ]]; then
     exit 1
 fi
 grep "^test.sh: the pinned suites" "$images_log"
-echo "make test: phase 1 took $(($(date +%s) - t0)) s"
-
-echo "make test: phase 2 of 2, a: the tests that measure on this host and its Slurm clusters, one at a time" \
-     "(the images go on building at the lowest priority)"
+echo "make test: phase 2, b ($(($(date +%s) - t0)) s in): the tests that measure on this host and its Slurm" \
+     "clusters with the suites, one at a time (the images go on building at their low priority)"
 "$py" -m pytest -ra --durations=25 -p no:cacheprovider -m "$host"
 host_rc=$?
 
-echo "make test: phase 2, b: waiting for the images (log: $images_log)"
+echo "make test: phase 2, c: waiting for the images (log: $images_log)"
 wait "$builder"
 build_rc=$?
 if [[ $build_rc -ne 0 ]]; then
@@ -130,7 +140,7 @@ if [[ $build_rc -ne 0 ]]; then
     guests_rc=1
 else
     grep "^test.sh: " "$images_log"
-    echo "make test: phase 2, b ($(($(date +%s) - t0)) s in): the guest, namespace and container tests, one at a time"
+    echo "make test: phase 2, c ($(($(date +%s) - t0)) s in): the guest, namespace and container tests, one at a time"
     "$py" -m pytest -ra --durations=25 -p no:cacheprovider -m "$guests"
     guests_rc=$?
 fi
@@ -143,8 +153,8 @@ cat "$quiet_log"
 rm -rf "$tmp"
 
 echo "make test: $(($(date +%s) - t0)) s; exit status of the unit tests $unit_rc, of those that measure nothing $quiet_rc," \
-     "of those that measure on this host $host_rc, with guests and images $guests_rc"
-if [[ $unit_rc -ne 0 || $quiet_rc -ne 0 || $host_rc -ne 0 || $guests_rc -ne 0 ]]; then
+     "of the clusters' own $cluster_rc, of those that measure on this host $host_rc, with guests and images $guests_rc"
+if [[ $unit_rc -ne 0 || $quiet_rc -ne 0 || $cluster_rc -ne 0 || $host_rc -ne 0 || $guests_rc -ne 0 ]]; then
     echo "error: make test: a part failed (above)" >&2
     exit 1
 fi
