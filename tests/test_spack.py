@@ -114,8 +114,15 @@ def test_debian_mpich_gets_a_prefix_of_its_own(tmp_path, monkeypatch):
 def test_laptop_stack_concretizes_again_to_its_lock(tmp_path, monkeypatch):
     """From scratch (a copy of the environment without its lock, ``concretize -f``, no reuse): the same DAG
     hashes as the committed spack.lock."""
-    # Spack's caches of its own (make test runs this beside the suites' install, which has the clone's)
+    # Spack's caches of its own (make test runs this beside the suites' install, which has the clone's); only
+    # the package repositories' indexes (providers, tags, patches) are taken from the clone's where the suites'
+    # install made them (about 80 s to build; Spack rebuilds one whose repository changed after it)
     monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))
+    cache = Path("spack/user-cache/cache")
+    for index in sorted((ROOT / ".hpcvirt" / cache).glob("*/*-index.json")):
+        copy = tmp_path / "work" / cache / index.parent.name / index.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(index, copy)
     envs = tmp_path / "spack-envs"
     shutil.copytree(ROOT / "spack-envs/repo", envs / "repo")
     (envs / "laptop").mkdir()
