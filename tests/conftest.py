@@ -25,7 +25,8 @@ IMAGE_MODULES = frozenset({"test_apptainer", "test_container_workflow", "test_co
 def make_test_parts() -> dict[str, str]:
     """The marker expressions of `make test`'s parts (workflow/scripts/test.sh): name -> expression."""
     text = (ROOT / "workflow/scripts/test.sh").read_text()
-    return {name: re.search(rf"^{name}='([^']+)'$", text, re.M).group(1) for name in ("unit", "quiet", "cluster", "studies", "alone")}
+    names = ("unit", "quiet", "cluster", "studies", "alone")
+    return {name: re.search(rf"^{name}='([^']+)'$", text, re.M).group(1) for name in names}
 
 
 def pytest_collection_modifyitems(items):

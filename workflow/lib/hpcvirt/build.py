@@ -27,7 +27,7 @@ it is missing).  Staged, not linked to Spack's prefix: the folder, with the
 profiler and the record, is what a guest image copies (the container image
 gets its own install from Spack, :mod:`hpcvirt.image`).  A failed install
 leaves only Spack's output, ``<suite>-<mpi>-<key>.failed.log`` beside the
-cache.  A lock file serialises the builds of one suite and MPI, one more Spack's installs.
+cache.  A lock file serialises the builds of one suite and MPI; another, Spack's installs.
 
 ``build.json`` records the suite, the source file, its checksum and which
 copy was used (official archive or mirror copy), the Spack spec, its DAG hash
