@@ -34,6 +34,7 @@ def readme_command() -> list[str]:
 
 @pytest.mark.e2e
 @pytest.mark.slurm
+@pytest.mark.suites             # the one-host study runs the pinned suites: make test runs it once they are built
 @tsw.needs_cluster
 def test_readme_slurm_command_builds_the_paper(tmp_path):
     work = fresh_copy(tmp_path / "repo")

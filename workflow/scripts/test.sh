@@ -22,12 +22,16 @@
 #      logs/software/test-no-measurement.log.  They go on in phase 2, until
 #      its last part.
 # 2. The tests that measure, one at a time, at normal priority:
-#    a. as soon as the unit tests are done, the local Slurm clusters' own tests,
-#       which need no suite: -m "slurm and not e2e and not vm and not images";
-#    b. once the suites are installed too, the studies through the Slurm
-#       clusters: -m "e2e and slurm and not vm and not images", while the
-#       images and the slow tests that measure nothing go on at their low
-#       priority (these tests check what ran and where, not how fast);
+#    a. as soon as the unit tests are done, the tests of the local Slurm
+#       clusters that need no suite: the clusters' own tests and the tiny study
+#       on the two-node cluster (Debian's NetPIPE, qperf and iperf3, and the
+#       placement benchmark): -m "slurm and not suites and not vm and not images";
+#    b. once the suites are installed too, the study through the one-node
+#       cluster that runs them (the README's Slurm command):
+#       -m "slurm and suites and not vm and not images".
+#       Both go on beside the builds, the images and the slow tests that
+#       measure nothing at their low priority: these tests check what ran and
+#       where, not how fast;
 #    c. once the background work is done, with the machine to themselves: the
 #       real runs on this host (some under a time limit), the guests, the
 #       namespaces and the containers:
@@ -45,8 +49,8 @@ py=${HPCVIRT_TEST_PYTHON:-.venv/bin/python}
 bin=$(dirname "$py")
 unit='not e2e and not slurm and not vm and not images'
 quiet='no_measurement'
-cluster='slurm and not e2e and not vm and not images'
-studies='e2e and slurm and not vm and not images'
+cluster='slurm and not suites and not vm and not images'
+studies='slurm and suites and not vm and not images'
 alone='(vm or images or (e2e and not slurm)) and not no_measurement'
 images_log=logs/software/test-images.log
 quiet_log=logs/software/test-no-measurement.log
@@ -112,7 +116,7 @@ wait "$unit_pid"
 unit_rc=$?
 echo "make test: phase 1 took $(($(date +%s) - t0)) s"
 
-echo "make test: phase 2 of 2, a: the Slurm clusters' own tests, which need no suite, one at a time" \
+echo "make test: phase 2 of 2, a: the tests of the Slurm clusters that need no suite, one at a time" \
      "(the suites and the images go on building at their low priority)"
 "$py" -m pytest -ra --durations=10 -p no:cacheprovider -m "$cluster"
 cluster_rc=$?
@@ -127,7 +131,7 @@ if [[ ! -e $ready ]]; then
     exit 1
 fi
 grep "^test.sh: the pinned suites" "$images_log"
-echo "make test: phase 2, b ($(($(date +%s) - t0)) s in): the studies through the Slurm clusters, one at a time" \
+echo "make test: phase 2, b ($(($(date +%s) - t0)) s in): the study through the Slurm cluster that runs the suites" \
      "(the images and the tests that measure nothing go on at their low priority)"
 "$py" -m pytest -ra --durations=10 -p no:cacheprovider -m "$studies"
 studies_rc=$?
