@@ -20,12 +20,17 @@ BIN = Path(sys.executable).parent
 #: (workflow/scripts/test.sh) builds while the tests marked neither vm nor images run (the guests'
 #: image too: a test that boots guests is marked vm).
 IMAGE_MODULES = frozenset({"test_apptainer", "test_container_workflow", "test_containers", "test_image"})
+#: Modules whose tests with an image or guests check what ran and where, not how fast, under time
+#: limits of a minute or more (the containers' preflight and studies, the guests' boot and teardown):
+#: `make test` runs them beside the Slurm studies, once the images are built (marker shares_cores).
+#: A test elsewhere that may share the cores says so with its own mark.
+SHARED_MODULES = IMAGE_MODULES | {"test_qemu"}
 
 
 def make_test_parts() -> dict[str, str]:
     """The marker expressions of `make test`'s parts (workflow/scripts/test.sh): name -> expression."""
     text = (ROOT / "workflow/scripts/test.sh").read_text()
-    names = ("unit", "quiet", "cluster", "studies", "alone")
+    names = ("unit", "quiet", "cluster", "studies", "shared", "alone")
     return {name: re.search(rf"^{name}='([^']+)'$", text, re.M).group(1) for name in names}
 
 
@@ -34,9 +39,12 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.module is not None and item.module.__name__ in IMAGE_MODULES:
             item.add_marker(pytest.mark.images)
+        marks = {m.name for m in item.iter_markers()}
+        if item.module is not None and item.module.__name__ in SHARED_MODULES and marks & {"vm", "images"}:
+            item.add_marker(pytest.mark.shares_cores)
+            marks.add("shares_cores")
         # a test that shares the cores in phase 1 must be one of the slow ones that measure nothing and need
         # no image, guest or cluster
-        marks = {m.name for m in item.iter_markers()}
         if "no_measurement" in marks and ("e2e" not in marks or marks & {"slurm", "vm", "images"}):
             raise pytest.UsageError(f"{item.nodeid}: no_measurement is for e2e tests without slurm, vm or images "
                                     f"(it has {sorted(marks & {'e2e', 'slurm', 'vm', 'images'})})")

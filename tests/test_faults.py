@@ -119,14 +119,16 @@ def _why_not() -> str | None:
 
 
 def _system_state() -> dict:
-    """What a run may leave behind: qemu processes, namespaces, links."""
+    """What a run may leave behind: qemu processes, namespaces, links (but the local Slurm clusters',
+    hvslurm*: make test runs these tests beside the Slurm studies)."""
     qemu = subprocess.run(["pgrep", "-f", "qemu-system"], capture_output=True, text=True).stdout.split()
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    ours = lambda names: sorted(n for n in names if not n.startswith("hvslurm"))  # noqa: E731
     return {
         "qemu": sorted(qemu),
-        "netns": sorted(line.split()[0] for line in netns.splitlines() if line.strip()),
-        "links": sorted(re.findall(r"^\d+: ([^:@]+)", links, re.M)),
+        "netns": ours(line.split()[0] for line in netns.splitlines() if line.strip()),
+        "links": ours(re.findall(r"^\d+: ([^:@]+)", links, re.M)),
     }
 
 
@@ -157,6 +159,7 @@ ROUND_STUDY = {
 
 @pytest.mark.vm
 @pytest.mark.e2e
+@pytest.mark.shares_cores       # checks what the round kept and ran, not how fast: beside the Slurm studies
 @pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
 def test_sigint_during_a_vm_round_keeps_what_it_finished(tmp_path):
     from test_workflow import ENV, PROFILE, fresh_copy
@@ -352,6 +355,7 @@ def test_other_failures_are_not_retried(tmp_path, monkeypatch):
 # ------------------------------------------- a guest that never comes up
 @pytest.mark.vm
 @pytest.mark.e2e
+@pytest.mark.shares_cores       # a boot limit of 10 s no emulated guest meets, loaded or not
 @pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
 def test_a_guest_that_never_boots_fails_its_round_and_the_others_continue(tmp_path):
     from test_workflow import ENV, PROFILE, fresh_copy

@@ -319,6 +319,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="benchmarks run in a p
 
 @pytest.mark.e2e
 @pytest.mark.vm                 # its study has the guests' testbed: it runs once their image is built
+@pytest.mark.shares_cores       # it checks what ran and where, not how fast (time limits of 2 min and more)
 @needs_root
 def test_tiny_study_end_to_end(tmp_path):
     """What `make quick` runs (config/tiny.yaml + config/quick.yaml), checked in detail."""
