@@ -282,16 +282,26 @@ def image():
     return qemu.ensure_guest_image()
 
 
+def _macvtap_missing() -> str:
+    from hpcvirt import link
+    return link.probe("macvtap")
+
+
 @pytest.fixture(scope="module")
 def cluster(image):
+    """Two guests of two vCPUs, booted once for this module's tests (a boot under TCG costs about a
+    minute), on the direct path (macvtap, rate 10 Gbit/s) where the kernel has macvtap, else on the
+    bridge (the guests' testbed's own path, which the tiny study and the interrupted round take through
+    the workflow).  The last of its tests kills a guest; teardown checks that nothing is left, the
+    macvtaps' device nodes included."""
     tag = _tag()
+    path = {} if _macvtap_missing() else {"subnet": "198.18.9.0/24", "path": "macvtap", "rate": "10gbit"}
     try:
-        with QemuCluster(tag, guests=2, image=image) as c:
+        with QemuCluster(tag, guests=2, vcpus=2, image=image, **path) as c:
             yield c
+        assert _leftovers(tag) == [] and not list(names(tag)["run_dir"].glob("*.tapdev"))
     finally:
         _forget(tag)
-    assert _leftovers(tag) == []
-    _forget(tag)
 
 
 @pytest.mark.vm
@@ -378,33 +388,12 @@ def test_a_killed_command_leaves_its_process_in_the_guest_until_kill_strays(clus
         cluster.kill_strays(("x; reboot",))
 
 
-def _macvtap_missing() -> str:
-    from hpcvirt import link
-    return link.probe("macvtap")
-
-
-@pytest.fixture(scope="module")
-def direct(image):
-    """A second cluster, booted once for three tests (a boot under TCG costs about a minute): guests of
-    two vCPUs, on the direct path (macvtap, rate 10 Gbit/s) where the kernel has macvtap, else on the
-    bridge.  The last of its tests kills a guest; teardown checks that nothing is left, the macvtaps'
-    device nodes included."""
-    tag = _tag()
-    path = {} if _macvtap_missing() else {"subnet": "198.18.9.0/24", "path": "macvtap", "rate": "10gbit"}
-    try:
-        with QemuCluster(tag, guests=2, vcpus=2, image=image, **path) as c:
-            yield c
-        assert _leftovers(tag) == [] and not list(names(tag)["run_dir"].glob("*.tapdev"))
-    finally:
-        _forget(tag)
-
-
 @pytest.mark.vm
 @needs_qemu
-def test_nic_interrupts_go_to_vcpu0_and_ranks_bind_to_one_vcpu_each(direct):
+def test_nic_interrupts_go_to_vcpu0_and_ranks_bind_to_one_vcpu_each(cluster):
     """Guests of two vCPUs: the NIC's queue interrupts are delivered to vCPU 0 from boot on, and with the
     testbed's launcher (vm.bind_ranks) each rank runs on one vCPU, a guest's first rank on vCPU 0."""
-    c = direct
+    c = cluster
     assert c.info["nic_irqs_on_cpu0"] == {"g0": 2, "g1": 2}
     for i in range(2):
         lists = c.run(i, "for i in $(awk -F: '/virtio[0-9]+-(input|output)\\./ { print $1 }' "
@@ -420,7 +409,7 @@ def test_nic_interrupts_go_to_vcpu0_and_ranks_bind_to_one_vcpu_each(direct):
 
 @pytest.mark.vm
 @needs_qemu
-def test_guests_on_the_direct_path_macvtap(direct):
+def test_guests_on_the_direct_path_macvtap(cluster):
     """network.path macvtap: no bridge in the namespace; each guest's NIC is a macvtap of one lower device,
     and MPI's bytes between the guests cross both macvtaps (their counters), the rate limit at each guest's
     egress (the fixture checks that nothing is left, the macvtaps' device nodes included)."""
@@ -429,7 +418,7 @@ def test_guests_on_the_direct_path_macvtap(direct):
 
     if _macvtap_missing():
         pytest.skip(f"this kernel has no macvtap: {_macvtap_missing()}")
-    c = direct
+    c = cluster
     n = names(c.tag)
     assert c.info["link"] == "macvtap, rate 10gbit"
     show = lambda *a: subprocess.run(["ip", "-n", c.ns, *a], capture_output=True, text=True,  # noqa: E731
@@ -453,11 +442,11 @@ def test_guests_on_the_direct_path_macvtap(direct):
 
 @pytest.mark.vm
 @needs_qemu
-def test_killed_guest_fails_cleanly(direct):
+def test_killed_guest_fails_cleanly(cluster):
     """SIGKILL guest 1's qemu while NetPIPE runs: the job must stop with
     GuestDied naming g1 (not hang on TCP timeouts); the fixture's teardown
     then finds nothing left.  (Last of the fixture's tests: it ends a guest.)"""
-    c = direct
+    c = cluster
     pid1 = c.procs[1].pid
     err = {}
 
