@@ -3,8 +3,7 @@
 #
 # 1. At once, none of it measuring (so sharing the cores costs no result):
 #    - in the background, at a low CPU and I/O priority (nice 17; Apptainer's
-#      build at 19, as it is needed last; at normal CPU priority once the unit
-#      tests are done, as the images gate phase 2's longest lane): Apptainer (built
+#      build at 19, as it is needed last): Apptainer (built
 #      once per machine from its pinned source when the machine has none; only
 #      the image tests run it), and the pinned suites on this host, by Spack
 #      from spack-envs/laptop/spack.lock (python -m hpcvirt.build: installed
@@ -17,7 +16,7 @@
 #      to themselves: pytest -m "not e2e and not slurm and not vm and not images"
 #      (parsers, schemas, statistics, dry-runs ...; some run MPI ranks with a
 #      time limit, which must not wait for a compiler);
-#    - once the suites are installed, at the lowest priority, the slow
+#    - once the suites are installed, at a low priority (nice 10), the slow
 #      tests that measure nothing: -m no_measurement (the paper and the report
 #      from the archive, the offline bundle, Spack's concretization), output in
 #      logs/software/test-no-measurement.log.  They go on in phase 2, until
@@ -31,7 +30,7 @@
 #       then, once the suites are installed too, the study through the
 #       one-node cluster that runs them (the README's Slurm command):
 #       -m "slurm and suites and not vm and not images";
-#    b. beside them, once the images are built, one at a time,
+#    b. beside them, once the images are built, at nice 10, one at a time,
 #       the tests with an image or guests that check what ran and where, not
 #       how fast, under time limits of a minute or more (the containers, the
 #       guests' boot and teardown, the tiny study, the interrupted guest round):
@@ -107,12 +106,11 @@ t0=$(date +%s)
 echo "make test: phase 1 of 2: Apptainer, the pinned suites and the images build in the background (log: $images_log);"
 echo "  the tests that measure nothing and need no image run meanwhile (-m \"$unit\"), then the slow ones"
 echo "  (-m $quiet; log: $quiet_log) at a low priority, once the suites are there"
-# Sessions of their own, so that an interrupted `make test` stops them whole, and in phase 1 low CPU
-# priorities, so that they take only the cores the unit tests leave: some of those run MPI ranks with a
-# time limit, which must not wait for a compiler.  The builds at nice 17 (Apptainer's, needed last, at
-# 19; best-effort I/O at its lowest level) until the unit tests end, then at normal priority (the
-# images gate the longest lane of phase 2); the slow tests that measure nothing at nice 19 throughout.
-low=(nice -n 19 ionice -c 2 -n 7)
+# Sessions of their own, so that an interrupted `make test` stops them whole, and low CPU priorities,
+# so that they take only the cores the tests at normal priority leave: some of those run MPI ranks with
+# a time limit, which must not wait for a compiler.  The builds (nice 17; Apptainer's, needed last, at
+# 19; best-effort I/O at its lowest level), the slow tests that measure nothing (nice 10), and in phase 2
+# the tests that share the cores (nice 10).
 tmp=$(mktemp -d /tmp/hpcvirt-test.XXXXXX)
 ready=$tmp/suites.ready
 images_ready=$tmp/images.ready
@@ -121,23 +119,22 @@ HPCVIRT_TEST_SUITES_READY=$ready HPCVIRT_TEST_IMAGES_READY=$images_ready \
 builder=$!
 "$py" -m pytest -ra --durations=25 -p no:cacheprovider --basetemp="$tmp/unit" -m "$unit" &
 unit_pid=$!
-# once $1 exists (or not at all, if the builder ends without it): the tests of marker expression $2
-# in a session of their own, with their own temporary directory $3, output in $4, run by "${@:5}"
+# once $1 exists (or not at all, if the builder ends without it): the tests of marker expression $2 at
+# nice 10, in a session of their own, with their own temporary directory $3, output in $4
 after() {
     while [[ ! -e $1 ]] && kill -0 "$builder" 2>/dev/null; do sleep 2; done
     [[ -e $1 ]] || exit 0
-    exec setsid -w "${@:5}" "$py" -m pytest -ra --durations=15 -p no:cacheprovider --basetemp="$tmp/$3" \
+    exec setsid -w nice -n 10 "$py" -m pytest -ra --durations=15 -p no:cacheprovider --basetemp="$tmp/$3" \
         -m "$2" > "$4" 2>&1
 }
-after "$ready" "$quiet" quiet "$quiet_log" "${low[@]}" &
+after "$ready" "$quiet" quiet "$quiet_log" &
 quiet_pid=$!
-after "$images_ready" "$shared" shared "$shared_log" nice -n 0 &
+after "$images_ready" "$shared" shared "$shared_log" &
 shared_pid=$!
 trap 'kill -- -"$builder" -"$quiet_pid" -"$shared_pid" 2>/dev/null; kill "$unit_pid" "$quiet_pid" "$shared_pid" 2>/dev/null; exit 130' INT TERM
 wait "$unit_pid"
 unit_rc=$?
 echo "make test: phase 1 took $(($(date +%s) - t0)) s"
-renice -n 0 -g "$builder" > /dev/null 2>&1       # the builds now at normal priority (util-linux: -n absolute)
 
 echo "make test: phase 2 of 2, a: the tests of the Slurm clusters that need no suite, one at a time" \
      "(beside them, the builds, the tests that measure nothing, and once the images are built, the tests that" \
