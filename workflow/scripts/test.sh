@@ -21,7 +21,7 @@
 #      from the archive, the offline bundle, Spack's concretization), output in
 #      logs/software/test-no-measurement.log.  They go on in phase 2, until
 #      its last part.
-# 2. The tests that measure, at normal priority, in three lanes:
+# 2. The tests that measure, in three lanes (a and c at normal priority):
 #    a. as soon as the unit tests are done, one at a time, the tests of the
 #       local Slurm clusters that need no suite: the clusters' own tests and
 #       the tiny study on the two-node cluster (Debian's NetPIPE, qperf and
