@@ -1,6 +1,6 @@
-"""The figure notebooks run in their job's own Python process
-(workflow/scripts/notebook.py): real Snakemake jobs on small notebooks, one
-that draws and one whose second cell fails."""
+"""The local Python jobs run in processes forked from one server
+(hpcvirt.localjobs): real Snakemake jobs on small notebooks, one that draws
+and one whose second cell fails, and on small scripts."""
 
 from __future__ import annotations
 
@@ -31,7 +31,17 @@ def _workflow(tmp_path: Path) -> Path:
              "open(snakemake.output.pdf, 'w').write('never')"]
     for name, cells in (("draws", draws), ("fails", fails)):
         (tmp_path / "notebooks" / f"{name}.ipynb").write_text(json.dumps(_notebook(cells)))
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts/sums.py").write_text(
+        "import pandas as pd\nsnakemake = globals()['snakemake']\n"
+        "total = sum(pd.read_csv(p)['y'].sum() for p in snakemake.input.tables)\n"
+        "open(snakemake.output[0], 'w').write(f'{total} {snakemake.params.scale * total} {snakemake.log[0]}')\n")
+    (tmp_path / "scripts/exits.py").write_text("import sys\nsys.exit('no rows in ' + snakemake.input.table)\n")
     (tmp_path / "Snakefile").write_text(f"""
+import sys
+sys.path.insert(0, "{ROOT}/workflow/lib")
+from hpcvirt import localjobs
+
 for name in ("draws", "fails"):
     rule:
         name: f"figure_{{name}}"
@@ -39,20 +49,32 @@ for name in ("draws", "fails"):
         output: pdf=f"figures/{{name}}.pdf"
         log: notebook=f"logs/{{name}}.ipynb"
         params: what="the test"
-        script: "{ROOT}/workflow/scripts/notebook.py"
+        run: localjobs.notebook(input.notebook, input, output, params, log)
+
+rule sums:
+    input: tables=["table.csv", "table.csv"]
+    output: "sums.txt"
+    log: "logs/sums.log"
+    params: scale=10
+    run: localjobs.script("scripts/sums.py", input, output, params, log)
+
+rule exits:
+    input: table="table.csv"
+    output: "exits.txt"
+    run: localjobs.script("scripts/exits.py", input, output, params, log)
 """)
     return tmp_path
 
 
-def _snakemake(work: Path, target: str) -> subprocess.CompletedProcess:
+def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(work), "-s",
-                           str(work / "Snakefile"), target], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "workflow/lib")})
+                           str(work / "Snakefile"), *args], capture_output=True, text=True, timeout=300)
 
 
 def test_a_notebook_draws_its_figure_and_its_log_is_the_executed_notebook(tmp_path):
     work = _workflow(tmp_path)
-    r = _snakemake(work, "figures/draws.pdf")
+    # in a thread of Snakemake's own process, as the workflow profile has it
+    r = _snakemake(work, "--force-use-threads", "figures/draws.pdf")
     assert r.returncode == 0, r.stderr[-2000:]
     assert (work / "figures/draws.pdf").read_bytes().startswith(b"%PDF")
     log = json.loads((work / "logs/draws.ipynb").read_text())
@@ -85,3 +107,28 @@ def test_a_failing_cell_fails_the_job_names_its_cell_and_writes_no_figure(tmp_pa
     code = [c for c in log["cells"] if c["cell_type"] == "code"]
     assert code[1]["outputs"][-1]["output_type"] == "error" and code[1]["outputs"][-1]["ename"] == "ValueError"
     assert code[2]["outputs"] == []                       # the cells after it did not run
+
+
+def test_a_script_gets_its_job_by_name_and_position_and_its_failure_fails_the_job(tmp_path):
+    work = _workflow(tmp_path)
+    # Snakemake's default for run blocks: a Snakemake process of its own, which starts its own server
+    r = _snakemake(work, "sums.txt")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (work / "sums.txt").read_text() == "12 120 logs/sums.log"
+    r = _snakemake(work, "--force-use-threads", "exits.txt")
+    assert r.returncode != 0
+    assert "no rows in table.csv" in r.stderr and "scripts/exits.py failed (exit code 1)" in r.stderr
+    assert not (work / "exits.txt").exists()
+
+
+def test_the_server_ends_with_the_process_that_started_it_and_leaves_no_socket(tmp_path):
+    code = (f"import sys; sys.path.insert(0, {str(ROOT / 'workflow/lib')!r})\n"
+            "from hpcvirt import localjobs\nimport os\n"
+            "s = localjobs._socket(); print(os.path.dirname(s), localjobs._SERVER['proc'].pid)\n"
+            "print(oct(os.stat(os.path.dirname(s)).st_mode & 0o777))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (directory, pid), (mode,) = (line.split() for line in r.stdout.splitlines())
+    assert mode == "0o700"
+    assert not Path(directory).exists()
+    assert not Path(f"/proc/{pid}").exists()

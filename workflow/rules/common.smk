@@ -6,12 +6,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
+# the local Python jobs' scripts (run by hpcvirt.localjobs)
+SCRIPTS = f"{workflow.basedir}/workflow/scripts"
 
 from hpcvirt import (
     claims,
     figures,
     link,
     manifest,
+    localjobs,
     matrix,
     paths,
     progress,

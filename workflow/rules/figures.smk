@@ -2,10 +2,11 @@
 # a companion campaign).  One rule figure_<name> per declaration of
 # workflow/figures.yaml (hpcvirt.figures): its notebook, what it reads, its
 # parameters and its report caption, with labels read from what it reads
-# when the report is made (figure_pdf).  The notebook runs in the job's own
-# Python process (workflow/scripts/notebook.py: no Jupyter kernel, which
-# would cost more than the drawing) and is written, executed, as the log; it
-# is an input, so an edited notebook redraws its figure.  The paper asks only
+# when the report is made (figure_pdf).  The notebook runs in a process forked
+# from one that imported pandas, matplotlib and seaborn once (hpcvirt.localjobs:
+# no Jupyter kernel and no new interpreter, which would cost more than the
+# drawing) and is written, executed, as the log; it is an input, so an edited
+# notebook redraws its figure.  The paper asks only
 # for the figures the campaign has data for (PAPER_FIGURES); a companion
 # campaign's figure exists when the paper names the campaign.
 for fig in FIGURE_RULES:
@@ -23,8 +24,8 @@ for fig in FIGURE_RULES:
         localrule: True
         params:
             **figure_params(fig),
-        script:
-            "../scripts/notebook.py"
+        run:
+            localjobs.notebook(input.notebook, input, output, params, log)
 
 
 # The views the figures draw (hpcvirt.views): one job computes them all from
@@ -46,8 +47,8 @@ rule views:
     localrule: True
     params:
         latency_bytes=STUDY["paper"]["latency_bytes"],
-    script:
-        "../scripts/views.py"
+    run:
+        localjobs.script(f"{SCRIPTS}/views.py", input, output, params, log)
 
 
 # The studies' own figures redrawn with the values they report beside this
@@ -69,5 +70,5 @@ rule study_figures:
         "logs/figures/study_figures.log",
     # a paper build starts its longest jobs right after the views the figures wait for
     priority: 5
-    script:
-        "../scripts/redraw.py"
+    run:
+        localjobs.script(f"{SCRIPTS}/redraw.py", input, output, params, log)

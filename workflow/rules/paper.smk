@@ -30,8 +30,8 @@ rule numbers:
     params:
         latency_bytes=STUDY["paper"]["latency_bytes"],
         quick_look=STUDY["paper"]["quick_look"],
-    script:
-        "../scripts/numbers.py"
+    run:
+        localjobs.script(f"{SCRIPTS}/numbers.py", input, output, params, log)
 
 
 rule parts:
@@ -44,8 +44,8 @@ rule parts:
         "logs/paper/parts.log",
     params:
         figures=[f.name for f in PAPER_FIGURES],
-    script:
-        "../scripts/parts.py"
+    run:
+        localjobs.script(f"{SCRIPTS}/parts.py", input, output, params, log)
 
 
 rule reference_table:
@@ -59,8 +59,8 @@ rule reference_table:
         "paper/generated/reference_table.tex",
     log:
         "logs/paper/reference_table.log",
-    script:
-        "../scripts/reference_table.py"
+    run:
+        localjobs.script(f"{SCRIPTS}/reference_table.py", input, output, params, log)
 
 
 # The studies' claims (data/reference/claims.yaml) checked on the campaign,
@@ -117,8 +117,8 @@ rule claims:
         archive=ARCHIVE,
         latency_bytes=STUDY["paper"]["latency_bytes"],
         figures=[f.name for f in PAPER_FIGURES],
-    script:
-        "../scripts/claims.py"
+    run:
+        localjobs.script(f"{SCRIPTS}/claims.py", input, output, params, log)
 
 
 # The artifact appendix from the campaign's provenance records (hpcvirt.artifact):
@@ -139,8 +139,8 @@ rule artifact:
     params:
         campaign=CAMPAIGN,
         raw_root="data/raw",
-    script:
-        "../scripts/artifact.py"
+    run:
+        localjobs.script(f"{SCRIPTS}/artifact.py", input, output, params, log)
 
 
 rule paper:
@@ -200,8 +200,8 @@ if CONTAINERS:
                 str(p)
                 for p in sorted(Path("data/raw", CONTAINERS).glob("*/preflight.json"))
             ],
-        script:
-            "../scripts/containers.py"
+        run:
+            localjobs.script(f"{SCRIPTS}/containers.py", input, output, params, log)
 
 else:
 
@@ -213,8 +213,8 @@ else:
         params:
             campaign="",
             latency_bytes=STUDY["paper"]["latency_bytes"],
-        script:
-            "../scripts/containers.py"
+        run:
+            localjobs.script(f"{SCRIPTS}/containers.py", input, output, params, log)
 
 
 # The data paths' section: the campaign paper.datapaths_campaign names (the
@@ -244,8 +244,8 @@ if DATAPATHS:
             own=DATAPATHS == CAMPAIGN,
             latency_bytes=STUDY["paper"]["latency_bytes"],
             reference_dir=lambda wildcards, input: os.path.dirname(input.reference[0]),
-        script:
-            "../scripts/datapaths.py"
+        run:
+            localjobs.script(f"{SCRIPTS}/datapaths.py", input, output, params, log)
 
 else:
 
@@ -257,8 +257,8 @@ else:
         params:
             campaign="",
             latency_bytes=STUDY["paper"]["latency_bytes"],
-        script:
-            "../scripts/datapaths.py"
+        run:
+            localjobs.script(f"{SCRIPTS}/datapaths.py", input, output, params, log)
 
 
 # The paper's and the figures' rules read small tables and take seconds: they

@@ -292,6 +292,9 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
     ``caches``: per testbed, the cache sizes of its host
     (``provenance.cache_sizes``), for checks relative to a cache."""
     tidy = normalize_units(tidy).reset_index(drop=True)
+    # text columns as one block of objects: a selection takes its rows once, not
+    # once per column (pandas keeps each column of strings in a block of its own)
+    tidy = tidy.astype({c: object for c in tidy.columns if pd.api.types.is_string_dtype(tidy[c])}).copy()
     rows = []
     for c in claims:
         base = {"campaign": campaign, "claim": c.id, "study": c.study, "statement": c.statement,
