@@ -178,26 +178,42 @@ def serve(directory: str) -> None:
     job, see :func:`_ask`) in a forked child that answers with its exit code.
     It ends when its standard input (the starting process) closes."""
     import importlib
-    import select
     import signal
     import socket
 
-    for name in PRELOAD:
-        importlib.import_module(name)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(os.path.join(directory, "socket"))
-    server.listen(8)
-    print("ready", flush=True)
-    os.dup2(2, 1)  # what a job prints goes where Snakemake's own output goes
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # Ctrl-C reaches the whole process group: the jobs stop, Snakemake ends, and
+    # so does the server when its standard input closes; SIGTERM ends it at once
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(os.path.join(directory, "socket"))
+        server.listen(8)
+        print("ready", flush=True)
+        os.dup2(2, 1)  # what a job prints goes where Snakemake's own output goes
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+        _loop(server)
+        server.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _loop(server) -> None:
+    import select
+    import signal
+
     while True:
         ready, _, _ = select.select([server, sys.stdin], [], [])
         if sys.stdin in ready:
-            break
+            return
         conn, _ = server.accept()
         if os.fork() == 0:
             server.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for sig, handler in ((signal.SIGCHLD, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler),
+                                 (signal.SIGTERM, signal.SIG_DFL)):
+                signal.signal(sig, handler)
             code = 1
             try:
                 code = _serve_one(conn)
@@ -209,8 +225,6 @@ def serve(directory: str) -> None:
                 conn.sendall(f"{code}\n".encode())
                 os._exit(code)
         conn.close()
-    server.close()
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 _SERVER: dict = {}
