@@ -2,10 +2,8 @@
 the paper by its declaration (workflow/lib/hpcvirt/benchmarks/<name>.py),
 not by its name written into the analysis, the paper or the workflow code.
 
-No generic module imports a concrete benchmark module.  The names still
-written into generic modules are counted per module against a budget that
-may only go down: a new name fails the test, and so does a budget that was
-not lowered after names were removed (the goal is none)."""
+No generic module imports a concrete benchmark module or writes a
+benchmark's name (or its rows' name) in a string other than a docstring."""
 
 from __future__ import annotations
 
@@ -19,15 +17,6 @@ from hpcvirt.benchmarks import MODULES, REGISTRY
 
 PKG = Path(__file__).resolve().parents[1] / "workflow" / "lib" / "hpcvirt"
 GENERIC = sorted(p for p in PKG.glob("*.py"))
-
-#: Benchmark names still written into each generic module (string literals
-#: other than docstrings that contain a benchmark's name or row name as a word).
-BUDGET = {
-    "labels.py": 1,
-    "tables.py": 3,  # split from paper.py (35 there before)
-    "richter.py": 1,
-}
-
 
 def _names() -> list[str]:
     names = {b.name for b in REGISTRY} | {b.row_name for b in REGISTRY if getattr(b, "row_name", None)}
@@ -81,13 +70,9 @@ def test_no_generic_module_imports_a_concrete_benchmark(path):
 
 
 @pytest.mark.parametrize("path", GENERIC, ids=lambda p: p.name)
-def test_benchmark_names_in_generic_modules_only_go_down(path):
+def test_no_generic_module_names_a_benchmark(path):
     found = benchmark_literals(path.read_text())
-    budget = BUDGET.get(path.name, 0)
-    assert len(found) <= budget, (f"{path.name} names benchmarks {len(found)} times (budget {budget}): {found}; "
-                                  "let the benchmark's declaration say it instead")
-    assert len(found) == budget, (f"{path.name} names benchmarks {len(found)} times now: lower its budget in "
-                                  f"{Path(__file__).name} from {budget} to {len(found)}")
+    assert found == [], f"{path.name} names benchmarks: {found}; let the benchmark's declaration say it instead"
 
 
 #: The most lines a generic module may have: past it, it does more than one thing.

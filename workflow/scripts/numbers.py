@@ -7,7 +7,8 @@ import pandas as pd
 from hpcvirt import numbers
 from hpcvirt.atomic import write_text
 from hpcvirt.paper import commprof_tex, numbers_tex, streams_tex
-from hpcvirt.tables import agreement_tex, apps_tex, npb_tex, overheads_tex, placement_tex, results_table_tex
+from hpcvirt.tables import apps_tex, overheads_tex, placement_tex, results_table_tex
+from hpcvirt.views import by_name
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -21,7 +22,7 @@ with open(snakemake.log[0], "w") as log:
     hosts = records[0]
     latency_bytes = int(snakemake.params.latency_bytes)
     place_macros, place_table = placement_tex(summary, tidy)
-    npb_macros, npb_table = npb_tex(summary, tidy)
+    npb_macros, npb_table = by_name("kernels").tex(summary, tidy)
     write_text(
         snakemake.output.numbers,
         numbers_tex(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
@@ -32,7 +33,7 @@ with open(snakemake.log[0], "w") as log:
     )
     write_text(snakemake.output.npb, npb_table)
     write_text(snakemake.output.apps, apps_tex(tidy))
-    write_text(snakemake.output.agreement, agreement_tex(tidy, latency_bytes=latency_bytes))
+    write_text(snakemake.output.agreement, by_name("agreement").tex(tidy, latency_bytes=latency_bytes))
     write_text(snakemake.output.overheads, overheads_tex(tidy, latency_bytes=latency_bytes))
     write_text(snakemake.output.placement, place_table)
     write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))

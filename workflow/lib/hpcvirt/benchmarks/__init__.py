@@ -97,6 +97,13 @@ class Registry:
         return {row: v for _, p in self.point_to_point() if headline is None or p.headline == headline
                 for row, v in p.rows().items()}
 
+    def reproducing(self, study: str) -> Benchmark:
+        """The benchmark whose program the study's own set-ups ran (``Benchmark.reproduces``)."""
+        for b in self:
+            if study in b.reproduces:
+                return b
+        raise KeyError(f"no benchmark declares that it reproduces {study!r}")
+
     def by_experiment(self, experiment: str) -> Benchmark:
         for b in self:
             if b.experiment == experiment:

@@ -232,13 +232,15 @@ class View:
     ``views``) or, for rows of several benchmarks alike, by :mod:`hpcvirt.views`.  ``reads``: the table it
     is computed from (``summary``: medians and CIs per configuration; ``tidy``: one row per value and
     round, for pairing by round); ``compute`` that table (and ``params``) -> the view; ``what`` it
-    holds.  Every row of a view is one plotted element."""
+    holds.  Every row of a view is one plotted element.  ``tex``: the paper's table of the view, as
+    LaTeX, where it has one (``workflow/scripts/numbers.py`` writes it)."""
 
     name: str
     reads: str
     compute: Callable[..., Any]
     what: str
     params: tuple[str, ...] = ()       # e.g. latency_bytes
+    tex: Callable[..., Any] | None = None
 
 
 # --------------------------------------------------------------------- jobs
@@ -297,6 +299,9 @@ class Benchmark:
     wireup: ClassVar[dict[str, Any] | None] = None
     # where its latency and bandwidth rows are, if it is a point-to-point benchmark
     point_to_point: ClassVar[PointToPoint | None] = None
+    # the studies (ids of data/reference) whose own set-ups ran this program, for the analyses that
+    # rebuild a study's table from its rows (e.g. hpcvirt.richter)
+    reproduces: ClassVar[tuple[str, ...]] = ()
     # its tidy rows' benchmark column: its name, or (a suite of several programs) names that begin with
     # this prefix (NPB's npb-<kernel>, OSU's osu_<test>)
     row_prefix: ClassVar[str] = ""

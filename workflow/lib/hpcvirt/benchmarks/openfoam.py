@@ -109,6 +109,7 @@ class OpenFOAM(Application):
     row_name = "openfoam-dambreak"
     label = "OpenFOAM damBreak"
     span = staticmethod(end_time_of)      # the simulated time a variant names
+    reproduces = ("richter2015",)
     experiment = "openfoam"
     title = ("OpenFOAM 1912 damBreak (interFoam, laminar): solver wall time, speed-up and efficiency per set-up "
              "(Richter et al., Table 1)")
