@@ -40,6 +40,15 @@ def error_re(*extra: str) -> re.Pattern[str]:
 MPI_ERROR = error_re()
 
 
+class Patterns:
+    """A parser's line patterns by name (``LINES.loop.search(text)``), each
+    compiled once as a multiline regex (``^`` and ``$`` match at lines)."""
+
+    def __init__(self, **regexes: str):
+        for name, regex in regexes.items():
+            setattr(self, name, re.compile(regex, re.M))
+
+
 def read_text(path: str | Path) -> str:
     try:
         data = Path(path).read_bytes()

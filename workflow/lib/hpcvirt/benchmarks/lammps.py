@@ -40,36 +40,36 @@ a broken run (lost atoms, a corrupted exchange) moves it by far more.
 
 from __future__ import annotations
 
-import re
-
 from ..tidy import Measurement, ParseError
 from .base import Application, Int, Job, Package
-from .common import check_no_mpi_error, error_re, read_text, results
+from .common import Patterns, check_no_mpi_error, error_re, read_text, results
 
 INPUT = "workflow/inputs/lammps/in.lj"
 MAX_DRIFT = 0.01
 ERRORS = error_re(r"^ERROR(?: on proc \d+)?:", r"Lost atoms")
-VERSION_RE = re.compile(r"^LAMMPS \(([^)]+)\)", re.M)
-HEADER_RE = re.compile(r"^\s*Step\s+Temp\s+PotEng\s+KinEng\s+TotEng\s+Press\s*$", re.M)
-LOOP_RE = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms", re.M)
-PERF_RE = re.compile(r"^Performance: ([0-9.eE+-]+) tau/day", re.M)
-TASKS_RE = re.compile(r"^\S+% CPU use with (\d+) MPI tasks x (\d+) OpenMP threads", re.M)
-END_RE = re.compile(r"^Total wall time: \d+:\d\d:\d\d", re.M)
+LINES = Patterns(
+    version=r"^LAMMPS \(([^)]+)\)",
+    header=r"^\s*Step\s+Temp\s+PotEng\s+KinEng\s+TotEng\s+Press\s*$",
+    loop=r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms",
+    perf=r"^Performance: ([0-9.eE+-]+) tau/day",
+    tasks=r"^\S+% CPU use with (\d+) MPI tasks x (\d+) OpenMP threads",
+    end=r"^Total wall time: \d+:\d\d:\d\d",
+)
 
 
 def parse(path, expected: dict | None = None) -> list[Measurement]:
     text = read_text(path)
     check_no_mpi_error(path, text, ERRORS)
-    version = VERSION_RE.search(text)
+    version = LINES.version.search(text)
     if not version:
         raise ParseError(path, "no 'LAMMPS (<version>)' banner: not a LAMMPS output")
-    if not END_RE.search(text):
+    if not LINES.end.search(text):
         raise ParseError(path, "no 'Total wall time' line: the run did not complete (cut, killed or failed)")
-    loop, perf, header = LOOP_RE.search(text), PERF_RE.search(text), HEADER_RE.search(text)
+    loop, perf, header = LINES.loop.search(text), LINES.perf.search(text), LINES.header.search(text)
     if not (loop and perf and header):
         raise ParseError(path, "no thermo table, 'Loop time' or 'Performance' line: the run loop did not complete")
     seconds, procs, steps, atoms = float(loop.group(1)), int(loop.group(2)), int(loop.group(3)), int(loop.group(4))
-    tasks = TASKS_RE.search(text)          # "procs" counts MPI tasks x OpenMP threads
+    tasks = LINES.tasks.search(text)          # "procs" counts MPI tasks x OpenMP threads
     ranks, threads = (int(tasks.group(1)), int(tasks.group(2))) if tasks else (procs, 1)
     table = []
     for line in text[header.end():loop.start()].strip().splitlines():

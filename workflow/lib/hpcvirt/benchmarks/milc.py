@@ -82,7 +82,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Choices, Int, Job, PinnedSource
-from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
+from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
 WRAPPER = "workflow/scripts/milc-run"
@@ -91,17 +91,19 @@ OUTPUT = WrapperOutput("milc", WRAPPER, "lattice", "trajectories", "ranks")
 ERRORS = error_re(r"^milc-run: ", r"^termination: ",
                   r"LAYOUT: Can't lay out", r"LATTICE SIZE DOESN'T FIT", r"^Can't open stdin file",
                   r"get_[a-z]+\(\d+\): Expecting")
-MACHINE_RE = re.compile(r"^Machine = .*?, with (\d+) nodes?\s*$", re.M)
-ECHO_RE = re.compile(r"^(nx|ny|nz|nt|trajecs|iseed|beta|dyn_mass|dyn_flavors|microcanonical_time_step|"
-                     r"steps_per_trajectory|n_pseudo|u0) (.+?)\s*$", re.M)
-CG_RE = re.compile(r"^CONGRAD5: time = (\S+) \(.*?\) masses = \d+ iters = (\d+)", re.M)
-NOT_CONVERGED_RE = re.compile(r"^.*\bNOT (?:converged|CONVERGED)\b.*$", re.M)
-TIME_RE = re.compile(r"^Time = (\S+) seconds\s*$", re.M)
-TOTAL_ITERS_RE = re.compile(r"^total_iters = (\d+)\s*$", re.M)
-DELTA_S_RE = re.compile(r"^CHECK: delta S = (\S+)\s*$", re.M)
-PLAQ_RE = re.compile(r"^PLAQ:\s+(\S+)\s+(\S+)\s*$", re.M)
-PBP_RE = re.compile(r"^PBP: mass (\S+)\s+(\S+)\s+(\S+)\s+\S+\s+\S+ \(", re.M)
-FACTION_RE = re.compile(r"^FACTION: mass = (\S+),\s+(\S+) \(", re.M)
+LINES = Patterns(
+    machine=r"^Machine = .*?, with (\d+) nodes?\s*$",
+    echo=r"^(nx|ny|nz|nt|trajecs|iseed|beta|dyn_mass|dyn_flavors|microcanonical_time_step|"
+         r"steps_per_trajectory|n_pseudo|u0) (.+?)\s*$",
+    cg=r"^CONGRAD5: time = (\S+) \(.*?\) masses = \d+ iters = (\d+)",
+    not_converged=r"^.*\bNOT (?:converged|CONVERGED)\b.*$",
+    time=r"^Time = (\S+) seconds\s*$",
+    total_iters=r"^total_iters = (\d+)\s*$",
+    delta_s=r"^CHECK: delta S = (\S+)\s*$",
+    plaq=r"^PLAQ:\s+(\S+)\s+(\S+)\s*$",
+    pbp=r"^PBP: mass (\S+)\s+(\S+)\s+(\S+)\s+\S+\s+\S+ \(",
+    faction=r"^FACTION: mass = (\S+),\s+(\S+) \(",
+)
 
 #: The reference input's settings, as MILC echoes them (any other input has no reference values).
 INPUT = {"iseed": "4563421", "beta": "6.7", "dyn_mass": "0.01 0.05 0.5", "dyn_flavors": "2 1 1",
@@ -202,8 +204,8 @@ def layout(lattice: str, ranks: int) -> tuple[int, ...] | None:
 
 def _observables(text: str) -> list[dict]:
     """Per trajectory: plaq, delta_s, pbp {mass: (even, odd)}, faction {mass: value}."""
-    plaqs, deltas = PLAQ_RE.findall(text), DELTA_S_RE.findall(text)
-    pbps, factions = PBP_RE.findall(text), FACTION_RE.findall(text)
+    plaqs, deltas = LINES.plaq.findall(text), LINES.delta_s.findall(text)
+    pbps, factions = LINES.pbp.findall(text), LINES.faction.findall(text)
     n = len(plaqs)
     masses = len(pbps) // n if n else 0
     if n == 0 or len(deltas) != n or masses == 0 or len(pbps) != n * masses or len(factions) != n * masses:
@@ -254,16 +256,16 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     if "end" not in fields or ended:
         raise ParseError(path, f"the run did not reach MILC's normal end (no {', '.join(map(repr, ended or ['end']))}; "
                                f"exit {fields.get('exit', 'not printed')}: cut, killed or failed)")
-    bad = NOT_CONVERGED_RE.search(text)
+    bad = LINES.not_converged.search(text)
     if bad:
         lineno = text.count("\n", 0, bad.start()) + 1
         raise ParseError(path, f"a CG did not converge (line {lineno}: {bad.group(0).strip()!r})")
     try:
         lattice, trajecs, ranks = fields["lattice"], int(fields["trajectories"]), int(fields["ranks"])
         wall = float(fields["wall_s"])
-        machine = int(MACHINE_RE.search(text).group(1))
-        milc_time = float(TIME_RE.search(text).group(1))
-        total_iters = int(TOTAL_ITERS_RE.search(text).group(1))
+        machine = int(LINES.machine.search(text).group(1))
+        milc_time = float(LINES.time.search(text).group(1))
+        total_iters = int(LINES.total_iters.search(text).group(1))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ParseError(path, f"the header, MILC's machine line or its final summary is incomplete: {exc}") from None
     if not re.fullmatch(r"\d+x\d+x\d+x\d+", lattice):
@@ -273,7 +275,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     want = expected.get("ranks")
     if want is not None and want != ranks:
         raise ParseError(path, f"the output is from {ranks} ranks, but {want} were launched")
-    echo = {k: v for k, v in reversed(ECHO_RE.findall(text))}     # the first echo of each key
+    echo = {k: v for k, v in reversed(LINES.echo.findall(text))}     # the first echo of each key
     if tuple(int(echo.get(k, 0)) for k in ("nx", "ny", "nz", "nt")) != dims(lattice):
         raise ParseError(path, f"MILC's input has another lattice than {lattice}")
     if echo.get("trajecs") != str(trajecs):
@@ -288,7 +290,7 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     other = {k: echo.get(k) for k, v in INPUT.items() if echo.get(k) != v}
     if other:
         raise ParseError(path, f"not the reference input (the correctness check has no reference for it): {other}")
-    cg = [(float(t), int(i)) for t, i in CG_RE.findall(text)]
+    cg = [(float(t), int(i)) for t, i in LINES.cg.findall(text)]
     cg_iters, cg_time = sum(i for _, i in cg), sum(t for t, _ in cg)
     if not cg or cg_iters != total_iters:
         raise ParseError(path, f"the CONGRAD5 lines add up to {cg_iters} CG iterations, but MILC counted "

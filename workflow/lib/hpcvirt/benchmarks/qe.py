@@ -47,7 +47,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Int, Job, Package
-from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
+from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
 PSEUDO = "/usr/share/espresso/pseudo/Si.pz-vbc.UPF"
@@ -71,21 +71,23 @@ TOLERANCE_RY = 1e-5
 
 ERRORS = error_re(r"^\s*Error in routine ", r"Fortran runtime error", r"^qe-pw: ")
 OUTPUT = WrapperOutput("qe", "workflow/scripts/qe-pw", "supercell", "atoms", "ecutwfc", "kpoints", "ranks")
-PROCS_RE = re.compile(r"^\s*(?:Parallel version \([^)]*\), running on\s+(\d+) processors?"
-                      r"|Number of MPI processes:\s+(\d+))", re.M)
-NODES_RE = re.compile(r"^\s*MPI processes distributed on\s+(\d+) nodes?", re.M)
-ATOMS_RE = re.compile(r"^\s*number of atoms/cell\s*=\s*(\d+)", re.M)
-ECUT_RE = re.compile(r"^\s*kinetic-energy cutoff\s*=\s*([0-9.]+)\s*Ry", re.M)
-KPOINTS_RE = re.compile(r"^\s*number of k points=\s*(\d+)", re.M)
-ENERGY_RE = re.compile(r"^!\s+total energy\s*=\s*(-?[0-9.]+) Ry", re.M)
-CONVERGED_RE = re.compile(r"^\s*convergence has been achieved in\s+(\d+) iterations", re.M)
-NOT_CONVERGED_RE = re.compile(r"^\s*convergence NOT achieved after\s+(\d+) iterations", re.M)
-ITERATION_RE = re.compile(r"^\s*iteration #\s*(\d+)", re.M)
 # the timing report: "  3.41s", "  3m 3.27s", " 1h25m" (clocks_handler's three formats)
 CLOCK = r"((?:\d+h\s*)?(?:\d+m\s*)?(?:[0-9.]+s)?)"
-PWSCF_RE = re.compile(rf"^\s*PWSCF\s*:.*?CPU\s+{CLOCK}\s+WALL\s*$", re.M)
-ELECTRONS_RE = re.compile(rf"^\s*electrons\s*:.*?CPU\s+{CLOCK}\s+WALL", re.M)
-VERSION_RE = re.compile(r"^\s*Program PWSCF v\.(\S+) starts", re.M)
+LINES = Patterns(
+    procs=r"^\s*(?:Parallel version \([^)]*\), running on\s+(\d+) processors?"
+          r"|Number of MPI processes:\s+(\d+))",
+    nodes=r"^\s*MPI processes distributed on\s+(\d+) nodes?",
+    atoms=r"^\s*number of atoms/cell\s*=\s*(\d+)",
+    ecut=r"^\s*kinetic-energy cutoff\s*=\s*([0-9.]+)\s*Ry",
+    kpoints=r"^\s*number of k points=\s*(\d+)",
+    energy=r"^!\s+total energy\s*=\s*(-?[0-9.]+) Ry",
+    converged=r"^\s*convergence has been achieved in\s+(\d+) iterations",
+    not_converged=r"^\s*convergence NOT achieved after\s+(\d+) iterations",
+    iteration=r"^\s*iteration #\s*(\d+)",
+    pwscf=rf"^\s*PWSCF\s*:.*?CPU\s+{CLOCK}\s+WALL\s*$",
+    electrons=rf"^\s*electrons\s*:.*?CPU\s+{CLOCK}\s+WALL",
+    version=r"^\s*Program PWSCF v\.(\S+) starts",
+)
 
 
 def seconds(clock: str) -> float:
@@ -113,13 +115,13 @@ def cell_name(supercell: int) -> str:
 def parse(path, expected: dict | None = None) -> list[Measurement]:
     text = read_text(path)
     expected = expected or {}
-    bad = NOT_CONVERGED_RE.search(text)
+    bad = LINES.not_converged.search(text)
     if bad:
         raise ParseError(path, f"the scf did not converge (pw.x: 'convergence NOT achieved after {bad.group(1)} "
                                "iterations')")
     check_no_mpi_error(path, text, ERRORS)
     fields = OUTPUT.fields(path, text)
-    iterations = ITERATION_RE.findall(text)
+    iterations = LINES.iteration.findall(text)
     if "JOB DONE." not in text:
         raise ParseError(path, f"no 'JOB DONE.': pw.x did not complete (cut or killed after "
                                f"{len(iterations)} scf iteration(s))")
@@ -129,10 +131,10 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
         kpoints, ranks = int(fields["kpoints"]), int(fields["ranks"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ParseError(path, f"the header is incomplete: {exc}") from None
-    conv, energy = CONVERGED_RE.search(text), ENERGY_RE.findall(text)
-    pwscf, electrons = PWSCF_RE.search(text), ELECTRONS_RE.search(text)
-    procs, nodes_m = PROCS_RE.search(text), NODES_RE.search(text)
-    atoms_m, ecut_m = ATOMS_RE.search(text), ECUT_RE.search(text)
+    conv, energy = LINES.converged.search(text), LINES.energy.findall(text)
+    pwscf, electrons = LINES.pwscf.search(text), LINES.electrons.search(text)
+    procs, nodes_m = LINES.procs.search(text), LINES.nodes.search(text)
+    atoms_m, ecut_m = LINES.atoms.search(text), LINES.ecut.search(text)
     missing = [what for what, m in (("'convergence has been achieved'", conv), ("'! total energy'", energy),
                                     ("the PWSCF WALL time", pwscf), ("the electrons WALL time", electrons),
                                     ("'running on N processors'", procs), ("'number of atoms/cell'", atoms_m),
@@ -169,8 +171,8 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
         wall, scf_wall = seconds(pwscf.group(1)), seconds(electrons.group(1))
     except ValueError as exc:
         raise ParseError(path, f"pw.x's timing report cannot be read: {exc}") from None
-    version = VERSION_RE.search(text)
-    k_irr = KPOINTS_RE.search(text)
+    version = LINES.version.search(text)
+    k_irr = LINES.kpoints.search(text)
     extra = {"suite_version": f"Quantum ESPRESSO pw.x {version.group(1)}" if version else "",
              "total_energy_ry": f"{e:.8f}",
              "reference_energy_ry": f"{ref:.8f}" if ref is not None else "none for this input",
