@@ -126,7 +126,11 @@ def test_the_server_ends_with_the_process_that_started_it_and_leaves_no_socket(t
             "from hpcvirt import localjobs\nimport os\n"
             "s = localjobs._socket(); print(os.path.dirname(s), localjobs._SERVER['proc'].pid)\n"
             "print(oct(os.stat(os.path.dirname(s)).st_mode & 0o777))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # a TMPDIR too long for a socket file's path (107 bytes) gives way to /tmp
+    long_tmp = tmp_path / ("t" * 100)
+    long_tmp.mkdir()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "TMPDIR": str(long_tmp)})
     assert r.returncode == 0, r.stderr
     (directory, pid), (mode,) = (line.split() for line in r.stdout.splitlines())
     assert mode == "0o700"

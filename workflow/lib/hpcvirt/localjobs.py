@@ -237,7 +237,9 @@ def _socket() -> str:
     with _LOCK:
         proc = _SERVER.get("proc")
         if proc is None or proc.poll() is not None:
-            directory = tempfile.mkdtemp(prefix="hpcvirt-localjobs-")  # mode 0700
+            # mode 0700; a socket file's path has at most 107 bytes: a long TMPDIR gives way to /tmp
+            directory = tempfile.mkdtemp(prefix="hpcvirt-localjobs-",
+                                         dir=None if len(tempfile.gettempdir()) < 64 else "/tmp")
             lib = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [lib, os.environ.get("PYTHONPATH")]))}
             proc = subprocess.Popen([sys.executable, "-m", "hpcvirt.localjobs", directory],
