@@ -315,7 +315,8 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
             if values is None and _emulated_testbeds(tidy, chk):
                 row.update(verdict="not testable", reason=TCG_LEFT_OUT_REASON, tcg=True)
             elif values is None:
-                row.update(verdict="not tested", reason=f"not measured in this campaign: {missing}")
+                # nothing was measured, so nothing measured the emulator either
+                row.update(verdict="not tested", reason=f"not measured in this campaign: {missing}", tcg=False)
             else:
                 ci = stats.median_ci(values, level)
                 row.update(n=ci["n"], median=ci["median"], ci_low=ci["ci_low"], ci_high=ci["ci_high"],
