@@ -267,12 +267,33 @@ def test_mpi_pingpong_crosses_the_bridge(cluster, mpi, binary, extra):
         pytest.skip(f"{binary} missing (Debian netpipe-openmpi / netpipe-mpich2)")
     before = counters()
     t0 = time.monotonic()
-    out = script(
-        env, "exec", "env", *(f"{k}={v}" for k, v in extra.items()),
-        "srun", f"--mpi={mpi}", "-N", "2", "-n", "2", "-l", "-t", "2", "bash", "-c",
-        f'echo "rank $SLURM_PROCID on $(hostname)"; exec {binary} -u 1048576 -n 20 -p 0 -o /dev/null',
-        timeout=120,
-    )
+
+    def pingpong():
+        return script(
+            env, "exec", "env", *(f"{k}={v}" for k, v in extra.items()),
+            "srun", f"--mpi={mpi}", "-N", "2", "-n", "2", "-l", "-t", "2", "bash", "-c",
+            f'echo "rank $SLURM_PROCID on $(hostname)"; exec {binary} -u 1048576 -n 20 -p 0 -o /dev/null',
+            timeout=30,     # about 1.5 s, beside work at a low priority too
+        )
+
+    # MPICH's NetPIPE hangs now and then in MPI_Finalize after a complete sweep (2 runs of 12 beside two
+    # busy processes at nice 17; the study runs it once more then too: config/config.yaml, pingpong): only
+    # that hang, with the whole sweep done, is tried again, at most twice
+    for attempt in range(3):
+        try:
+            out = pingpong()
+            break
+        except subprocess.TimeoutExpired as exc:
+            text = "".join(x.decode() if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+            complete = re.search(r"^0:\s+\d+:\s+1048576 bytes\s+20 times", text, re.M)
+            if binary != "NPmpich2" or not complete or attempt == 2:
+                raise
+            print(f"{binary}: the sweep completed but the run hung in MPI_Finalize; once more")
+            run(["scancel", "--full", "--user", "root"], env, check=True)
+            deadline = time.monotonic() + 60
+            while run(["squeue", "-h"], env).stdout.strip():
+                assert time.monotonic() < deadline, "the hung job did not end after scancel"
+                time.sleep(1)
     seconds = time.monotonic() - t0
     after = counters()
     text = out.stdout + out.stderr
