@@ -348,6 +348,14 @@ def view_csv(name):
     return f"data/results/{CAMPAIGN}/views/{name}.csv"
 
 
+# The views with a table in the paper (rule numbers writes each).
+VIEW_TABLES = [v for v in views.VIEWS if v.tex]
+
+
+def view_table(name):
+    return f"paper/generated/{name}_table.tex"
+
+
 def figure_inputs(fig):
     """The views or tables a figure reads, by the name its notebook knows them."""
     if fig.views:

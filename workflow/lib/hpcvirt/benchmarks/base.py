@@ -233,14 +233,17 @@ class View:
     is computed from (``summary``: medians and CIs per configuration; ``tidy``: one row per value and
     round, for pairing by round); ``compute`` that table (and ``params``) -> the view; ``what`` it
     holds.  Every row of a view is one plotted element.  ``tex``: the paper's table of the view, as
-    LaTeX, where it has one (``workflow/scripts/numbers.py`` writes it)."""
+    LaTeX, where it has one: rule ``numbers`` writes it to ``paper/generated/<name>_table.tex``;
+    ``macros``: LaTeX macros of the view that ``numbers.tex`` carries.  Both are called with the
+    campaign's summary and tidy tables and the view's ``params``."""
 
     name: str
     reads: str
     compute: Callable[..., Any]
     what: str
     params: tuple[str, ...] = ()       # e.g. latency_bytes
-    tex: Callable[..., Any] | None = None
+    tex: Callable[..., str] | None = None
+    macros: Callable[..., str] | None = None
 
 
 # --------------------------------------------------------------------- jobs

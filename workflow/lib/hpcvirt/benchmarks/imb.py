@@ -105,7 +105,7 @@ def agreement(tidy, latency_bytes: int):
     return tool_agreement(tidy, latency_bytes, ("imb", "netpipe"), "PingPong")
 
 
-def agreement_tex(tidy, *, latency_bytes: int = 8) -> str:
+def agreement_tex(summary, tidy, *, latency_bytes: int = 8) -> str:
     """The table of the method check: IMB PingPong against NetPIPE on the
     same path (the ratios the text cites are declared in
     ``workflow/numbers.yaml``)."""

@@ -234,24 +234,29 @@ def npb_ratios(tidy: pd.DataFrame, metric: str = "time") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def npb_tex(summary, tidy) -> tuple[str, str]:
-    """(macros, table) of the NPB kernels at each testbed's largest rank
-    count: Mop/s median [CI] and the time ratio to the native testbed (same
-    kernel, class, MPI and ranks, paired by round).  Macros: the classes of
-    each testbed (``\\hvNpbClassesLocal``); the kernels' numbers the text
+def npb_macros(summary, tidy) -> str:
+    """The classes of each testbed's NPB runs (``\\hvNpbClassesLocal``); the kernels' numbers the text
     cites are declared in ``workflow/numbers.yaml``."""
+    from ..labels import camel, macro
+
+    ns = npb_summary(summary)
+    return "".join(macro(f"hvNpbClasses{camel(tb)}", ", ".join(sorted(set(g["klass"]))))
+                   for tb, g in ns.groupby("testbed")) if not ns.empty else ""
+
+
+def npb_tex(summary, tidy) -> str:
+    """The table of the NPB kernels at each testbed's largest rank count:
+    Mop/s median [CI] and the time ratio to the native testbed (same kernel,
+    class, MPI and ranks, paired by round)."""
     import pandas as pd
 
-    from ..labels import camel, empty_table, fmt_ci, latex_escape, macro, testbed_label
+    from ..labels import empty_table, fmt_ci, latex_escape, testbed_label
 
     ns = npb_summary(summary)
     if ns.empty:
-        return "", empty_table("NPB runs")
+        return empty_table("NPB runs")
     ratios = npb_ratios(tidy)
-    macros, rows = [], []
-    classes = {tb: ", ".join(sorted(set(g["klass"]))) for tb, g in ns.groupby("testbed")}
-    for tb, cl in classes.items():
-        macros.append(macro(f"hvNpbClasses{camel(tb)}", cl))
+    rows = []
     top = ns[ns["ranks"] == ns.groupby("testbed")["ranks"].transform("max")]
     for _, r in top.iterrows():
         ratio = "--"
@@ -278,7 +283,7 @@ def npb_tex(summary, tidy) -> tuple[str, str]:
         + "\n".join(rows)
         + "\n\\bottomrule\n\\end{tabular}}\n\\end{table}\n"
     )
-    return "".join(macros), table
+    return table
 
 
 class NPB(Benchmark):
@@ -306,7 +311,7 @@ class NPB(Benchmark):
     metrics = {"mops_total": "Mop/s", "mops_per_process": "Mop/s", "time": "s"}
     success = "one result summary with every field, Verification = SUCCESSFUL, no error text"
     views = (View("kernels", "summary", npb_summary, "Per testbed, NPB kernel, class and process count: Mop/s and "
-                  "time of verified runs.", tex=npb_tex),
+                  "time of verified runs.", tex=npb_tex, macros=npb_macros),
              View("kernel_ratios", "tidy", npb_ratios, "Per kernel and process count: each testbed's NPB time over "
                   "the native testbed's, paired by round."))
 
