@@ -374,6 +374,12 @@ def figure_params(fig):
         "suite_labels": {
             b.name: p.label for b, p in REGISTRY.point_to_point() if b.mpi
         },
+        # the tests of the figure's benchmark, in the order it declares them
+        "tests": (
+            list(REGISTRY[fig.benchmark].params["tests"].choices)
+            if "tests" in fig.params
+            else []
+        ),
     }
     return {
         "what": fig.what,

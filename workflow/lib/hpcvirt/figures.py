@@ -27,7 +27,7 @@ class Figure:
     benchmark: str = ""          # a configuration of this benchmark is needed ...
     kinds: tuple[str, ...] = ()  # ... on a testbed of one of these kinds (empty: any)
     also: tuple[str, ...] = ()   # and configurations of these benchmarks (anywhere)
-    params: tuple[str, ...] = ()  # latency_bytes, campaign, suite_labels
+    params: tuple[str, ...] = ()  # latency_bytes, campaign, suite_labels, tests
     caption: str = "figure.rst"  # workflow/report/<caption>
     views: tuple[str, ...] = ()  # the views it draws (hpcvirt.views), instead of a table
 
