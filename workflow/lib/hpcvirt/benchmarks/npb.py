@@ -315,6 +315,11 @@ class NPB(Benchmark):
              View("kernel_ratios", "tidy", npb_ratios, "Per kernel and process count: each testbed's NPB time over "
                   "the native testbed's, paired by round."))
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The kernels the campaign ran, in the declared order, as the method section names them."""
+        ran = [k.upper() for k in KERNELS if (rows["benchmark"] == f"{ROW_PREFIX}{k}").any()]
+        return {"hvNpbKernels": " and ".join([", ".join(ran[:-1]), ran[-1]]) if len(ran) > 1 else "".join(ran)}
+
     def check(self, exp: dict) -> str | None:
         return nprocs_problem(exp)
 

@@ -264,6 +264,13 @@ class OSU(Benchmark):
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"max_bytes": s["max_bytes"], "test": s["test"]}
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The OSU tests the campaign ran, in the declared order, as the method section names them."""
+        from ..labels import latex_escape
+
+        ran = [f"\\texttt{{{latex_escape(t)}}}" for t in TESTS if (rows["benchmark"] == t).any()]
+        return {"hvOsuTests": " and ".join([", ".join(ran[:-1]), ran[-1]]) if len(ran) > 1 else "".join(ran)}
+
     def parse(self, raw, expected: dict) -> list[Measurement]:
         rows = parse(raw, expected_max_bytes=expected.get("max_bytes"))
         if expected.get("test") and rows[0].benchmark != expected["test"]:
