@@ -20,8 +20,10 @@ header text                 metric                  unit
 ``Max Latency(us)``         ``latency_max``         us
 ``P<n> Tail Lat(us)``       ``latency_p<n>``        us
 ``Bandwidth (MB/s)``        ``bandwidth``           MB/s
+``MB/s`` (``osu_mbw_mr``)   ``bandwidth``           MB/s
 ``P<n> Tail BW(MB/s)``      ``bandwidth_p<n>``      MB/s
 ``Iterations``              (no metric: sets ``iteration_count`` of the row)
+``Messages/s``              (no metric: the bandwidth over the size, the same numbers)
 ==========================  ======================  =====
 
 OMB 5.x pt2pt ``Latency (us)`` is the mean over the timed iterations, the
@@ -30,6 +32,13 @@ same quantity 7.x labels ``Avg Latency(us)``, hence the shared metric name.
 Bidirectional bandwidth (``osu_bibw``) keeps the metric ``bandwidth`` and the
 benchmark ``osu_bibw``, and is marked ``variant="bidirectional"`` so that a
 filter on metric and variant alone cannot mix it with ``osu_bw``.
+
+The multi-pair test (``osu_mbw_mr``, "Multiple Bandwidth / Message Rate") runs
+``ranks`` ranks as ``ranks / 2`` pairs, rank i sending windows of messages to
+rank i + ranks/2, all pairs at once; its ``bandwidth`` is the pairs' aggregate.
+Its line ``# [ pairs: 2 ] [ window size: 64 ]`` before the column header puts
+``pairs`` and ``window_size`` into ``extra``; with ``expected_pairs`` given, a
+run of another number of pairs is rejected.
 
 ``msg_bytes`` is the Size column.  ``ranks`` is left unset: the output does
 not print the process count.  ``extra`` holds ``suite_version`` (e.g. "7.4")
@@ -52,10 +61,11 @@ from pathlib import Path
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, error_re
-from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint
+from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
 
 TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
 DATATYPE_RE = re.compile(r"^# Datatype: (?P<datatype>\w+)\.?\s*$")
+PAIRS_RE = re.compile(r"^# \[ pairs: (?P<pairs>\d+) \] \[ window size: (?P<window>\d+) \]\s*$")
 COLUMN_HEADER_RE = re.compile(r"^# Size\s+(?P<columns>.+?)\s*$")
 SIZE_RE = re.compile(r"^\d+$")
 NUMBER_RE = re.compile(r"^\d+(?:\.\d+)?$")
@@ -76,11 +86,14 @@ BENCHMARKS: dict[str, str] = {
     "Reduce Latency": "osu_reduce",
     "Gather Latency": "osu_gather",
     "Scatter Latency": "osu_scatter",
+    "Multiple Bandwidth / Message Rate": "osu_mbw_mr",
 }
 BIDIRECTIONAL = {"osu_bibw"}
 
 # Column header text -> (metric, unit); metric None marks the Iterations
-# column.  "{n}" is replaced by the percentile captured in the label.
+# column, "" a column of no metric of its own (osu_mbw_mr's message rate: its
+# bandwidth over the size).  "{n}" is replaced by the percentile captured in
+# the label.
 COLUMNS: list[tuple[re.Pattern[str], str | None, str | None]] = [
     (re.compile(r"Avg Latency\(us\)"), "latency_avg", "us"),
     (re.compile(r"Latency \(us\)"), "latency_avg", "us"),
@@ -89,6 +102,8 @@ COLUMNS: list[tuple[re.Pattern[str], str | None, str | None]] = [
     (re.compile(r"P(?P<n>\d+) Tail Lat\(us\)"), "latency_p{n}", "us"),
     (re.compile(r"Bandwidth \(MB/s\)"), "bandwidth", "MB/s"),
     (re.compile(r"P(?P<n>\d+) Tail BW\(MB/s\)"), "bandwidth_p{n}", "MB/s"),
+    (re.compile(r"MB/s"), "bandwidth", "MB/s"),
+    (re.compile(r"Messages/s"), "", None),
     (re.compile(r"Iterations"), None, None),
 ]
 
@@ -104,7 +119,7 @@ def _columns(path: Path, text: str) -> list[tuple[str | None, str | None]]:
         for label_re, metric, unit in COLUMNS:
             m = label_re.match(text, pos)
             if m:
-                if metric is not None and "{n}" in metric:
+                if metric and "{n}" in metric:
                     metric = metric.format(n=m.group("n"))
                 found.append((metric, unit))
                 pos = m.end()
@@ -114,7 +129,7 @@ def _columns(path: Path, text: str) -> list[tuple[str | None, str | None]]:
     return found
 
 
-def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
+def parse(path, *, expected_max_bytes: int | None = None, expected_pairs: int | None = None) -> list[Measurement]:
     """Parse one OMB output file into measurements (see module docstring)."""
     path = Path(path)
     content = path.read_text(errors="replace")
@@ -122,6 +137,7 @@ def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
     check_no_mpi_error(path, content, ERROR_RE)
 
     benchmark = version = datatype = None
+    pairs: dict[str, str] = {}
     columns: list[tuple[str | None, str | None]] | None = None
     rows: list[tuple[int, list[str]]] = []
     lines = content.split("\n")
@@ -138,6 +154,8 @@ def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
                     raise ParseError(path, f"unknown OSU benchmark title {title.group('title')!r}")
             elif benchmark is not None and (m := DATATYPE_RE.match(stripped)):
                 datatype = m.group("datatype")
+            elif benchmark is not None and (m := PAIRS_RE.match(stripped)):
+                pairs = {"pairs": m.group("pairs"), "window_size": m.group("window")}
             elif benchmark is not None and (m := COLUMN_HEADER_RE.match(stripped)):
                 columns = _columns(path, m.group("columns"))
             continue
@@ -169,8 +187,10 @@ def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
         raise ParseError(
             path, f"sweep ends at {sizes[-1]} B, expected up to {expected_max_bytes} B (truncated)"
         )
+    if expected_pairs is not None and pairs.get("pairs") != str(expected_pairs):
+        raise ParseError(path, f"the run reports {pairs.get('pairs', 'no')} pairs, expected {expected_pairs}")
 
-    extra = {"suite_version": version}
+    extra = {"suite_version": version, **pairs}
     if datatype:
         extra["datatype"] = datatype
     variant = "bidirectional" if benchmark in BIDIRECTIONAL else ""
@@ -181,7 +201,7 @@ def parse(path, *, expected_max_bytes: int | None = None) -> list[Measurement]:
         values = cells[1:]
         iteration_count = int(float(values[iterations_at[0]])) if iterations_at else None
         for (metric, unit), value in zip(columns, values):
-            if metric is None:
+            if not metric:
                 continue
             measurements.append(
                 Measurement(
@@ -207,10 +227,56 @@ TESTS = {
     "osu_latency": "pt2pt",
     "osu_bw": "pt2pt",
     "osu_bibw": "pt2pt",
+    "osu_mbw_mr": "pt2pt",
     "osu_allreduce": "collective",
     "osu_alltoall": "collective",
 }
-PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")}
+#: Tests of ``ranks`` ranks as ``ranks / 2`` sending pairs (the others of pt2pt run two ranks).
+MULTI_PAIR = {"osu_mbw_mr"}
+PT2PT = {t for t, d in TESTS.items() if d.startswith("pt2pt")} - MULTI_PAIR
+
+
+def multipair(tidy, latency_bytes: int):
+    """Per testbed, MPI and path: the peak aggregate bandwidth of the pairs of ``osu_mbw_mr`` and one pair's
+    (``osu_bw``), each per round the largest over the sizes, median and CI over its rounds
+    (:func:`hpcvirt.query.tool_agreement`), and the number of pairs.  The two are separate runs, compared
+    side by side, not paired: a campaign may hold them from different sessions (one extended in place)."""
+    import pandas as pd
+
+    from ..query import tool_agreement
+
+    keys = ["testbed", "virtualization", "mpi", "interconnect"]
+    peaks = [f"{t}_{c}" for t in ("osu_mbw_mr", "osu_bw") for c in ("peak", "peak_lo", "peak_hi", "n")]
+    out = tool_agreement(tidy, latency_bytes, ("osu_mbw_mr", "osu_bw"), "")
+    if out.empty:
+        return pd.DataFrame(columns=keys + ["pairs"] + peaks)
+    pairs = tidy[tidy["benchmark"] == "osu_mbw_mr"].groupby(["testbed", "mpi", "interconnect"])["ranks"].max() // 2
+    out["pairs"] = [int(pairs[(r.testbed, r.mpi, r.interconnect)]) for r in out.itertuples()]
+    return out[keys + ["pairs"] + peaks]
+
+
+def multipair_tex(summary, tidy, *, latency_bytes: int = 8) -> str:
+    """The table of the multi-pair bandwidth (no table without ``osu_mbw_mr`` and ``osu_bw`` on one path)."""
+    from ..labels import fmt_ci, latex_escape, mpi_label, path_label, testbed_label
+
+    mp = multipair(tidy, latency_bytes)
+    if mp.empty:
+        return "% Generated by workflow/scripts/numbers.py: no osu_mbw_mr beside osu_bw in this campaign.\n"
+    rows = [f"{latex_escape(testbed_label(r.testbed, r.virtualization))} & "
+            f"{latex_escape(mpi_label(r.mpi))}, {latex_escape(path_label(r.interconnect))} & {r.pairs} & "
+            f"{fmt_ci(r.osu_mbw_mr_peak, r.osu_mbw_mr_peak_lo, r.osu_mbw_mr_peak_hi)} & {int(r.osu_mbw_mr_n)} & "
+            f"{fmt_ci(r.osu_bw_peak, r.osu_bw_peak_lo, r.osu_bw_peak_hi)} & {int(r.osu_bw_n)} \\\\"
+            for r in mp.itertuples()]
+    return ("% Generated by workflow/scripts/numbers.py. Do not edit.\n"
+            "\\begin{table}[t]\n\\centering\\small\n"
+            "\\caption{Several pairs at once against one pair on the same path: the peak aggregate bandwidth "
+            "(Gbit/s) of \\texttt{osu\\_mbw\\_mr}'s $p$ pairs (rank $i$ sends windows of 64 messages to rank "
+            "$i + p$, all pairs together) and of \\texttt{osu\\_bw}'s one pair: per round the largest over the "
+            "message sizes, median [CI] over $n$ rounds. The two are separate runs, side by side.}\n"
+            "\\label{tab:multipair}\n\\resizebox{\\linewidth}{!}{%\n"
+            "\\begin{tabular}{llllrlr}\n\\toprule\n"
+            "Testbed & MPI, path & $p$ & Peak, $p$ pairs & $n$ & Peak, one pair & $n$ \\\\\n\\midrule\n"
+            + "\n".join(rows) + "\n\\bottomrule\n\\end{tabular}}\n\\end{table}\n")
 
 
 class OSU(Benchmark):
@@ -226,13 +292,14 @@ class OSU(Benchmark):
                 "official archive"),
                ("osu-micro-benchmarks-7.4.tar.gz", "4511e08613fb751e6f7ba9c40ac8becba1320cef88a6d86dfc95e90bcb11bab4",
                 "mirror copy")))
-    title = "OSU Micro-Benchmarks 7.4: point-to-point latency/bandwidth and collectives (Atif et al.)"
+    title = "OSU Micro-Benchmarks 7.4: latency/bandwidth of one and several pairs, and collectives (Atif et al.)"
     params = {
         "mpis": Mpis(),
-        "tests": Choices(tuple(TESTS), "OSU tests; point-to-point ones run 2 ranks, collectives `ranks` ranks.",
-                         sweep="test"),
+        "tests": Choices(tuple(TESTS), "OSU tests; point-to-point ones run 2 ranks, `osu_mbw_mr` `ranks` ranks as "
+                         "`ranks`/2 pairs sending at once, collectives `ranks` ranks.", sweep="test"),
         "paths": Paths("Data paths (as for the ping-pong); `net` spreads the ranks over two hosts."),
-        "ranks": Int("Ranks of the collective tests.", 4, minimum=2, maximum=4096),
+        "ranks": Int("Ranks of the collective tests and of `osu_mbw_mr` (even there: OSU 7.4 hangs on an odd "
+                     "count).", 4, minimum=2, maximum=4096),
         "min_bytes": Int("Smallest message size (`-m min:max`).", 1, minimum=1, maximum=1 << 30),
         "max_bytes": Int("Largest message size; a sweep that stops earlier is rejected as truncated.", 4194304,
                          minimum=1, maximum=1 << 30),
@@ -243,7 +310,15 @@ class OSU(Benchmark):
                "bandwidth": "MB/s", "bandwidth_p{n}": "MB/s"}
     point_to_point = PointToPoint("OSU", ("osu_latency", None, "latency_avg"), ("osu_bw", None, "bandwidth"))
     success = ("a title, a column header and a complete numeric row for every size up to max_bytes, "
-               "and no launcher/MPI error text")
+               "as many pairs as asked (osu_mbw_mr), and no launcher/MPI error text")
+    views = (View("multipair", "tidy", multipair, "Per testbed, MPI and path: the peak aggregate bandwidth of "
+                  "osu_mbw_mr's pairs and one pair's (osu_bw), side by side, and the number of pairs.",
+                  ("latency_bytes",), tex=multipair_tex),)
+
+    def check(self, exp: dict) -> str | None:
+        if MULTI_PAIR & set(exp.get("tests", ())) and exp.get("ranks", 4) % 2:
+            return f"ranks ({exp['ranks']}) must be even with osu_mbw_mr (ranks/2 pairs; OSU 7.4 hangs on an odd count)"
+        return super().check(exp)
 
     def normalize(self, s: dict) -> dict:
         if s["test"] in PT2PT:
@@ -262,17 +337,23 @@ class OSU(Benchmark):
                    path=s["path"])
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
-        return {"max_bytes": s["max_bytes"], "test": s["test"]}
+        return {"max_bytes": s["max_bytes"], "test": s["test"],
+                **({"pairs": s["ranks"] // 2} if s["test"] in MULTI_PAIR else {})}
 
     def numbers(self, rows) -> dict[str, str]:
-        """The OSU tests the campaign ran, in the declared order, as the method section names them."""
+        """The OSU tests the campaign ran, in the declared order, as the method section names them, and the
+        pairs of its multi-pair runs."""
         from ..labels import latex_escape
 
         ran = [f"\\texttt{{{latex_escape(t)}}}" for t in TESTS if (rows["benchmark"] == t).any()]
-        return {"hvOsuTests": " and ".join([", ".join(ran[:-1]), ran[-1]]) if len(ran) > 1 else "".join(ran)}
+        out = {"hvOsuTests": " and ".join([", ".join(ran[:-1]), ran[-1]]) if len(ran) > 1 else "".join(ran)}
+        pairs = sorted({int(r) // 2 for r in rows.loc[rows["benchmark"].isin(MULTI_PAIR), "ranks"].dropna()})
+        if pairs:   # the pairs of the multi-pair runs
+            out["hvOsuMbwPairs"] = " and ".join(map(str, pairs))
+        return out
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
-        rows = parse(raw, expected_max_bytes=expected.get("max_bytes"))
+        rows = parse(raw, expected_max_bytes=expected.get("max_bytes"), expected_pairs=expected.get("pairs"))
         if expected.get("test") and rows[0].benchmark != expected["test"]:
             raise ParseError(raw, f"the output is of {rows[0].benchmark}, but {expected['test']} was run")
         return rows
