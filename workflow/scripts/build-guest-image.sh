@@ -38,7 +38,9 @@
 # of the suites).
 # Packages that are installed on the build host are pinned to the host's
 # version (so guest and host run the same MPI/NetPIPE builds); the others
-# (the kernel) are pinned to the archive's candidate version at key time.
+# (the kernel) are pinned to the candidate version of the host's package
+# lists at key time (stale lists pin a version the archive may have replaced:
+# the build then fails and says to run apt-get update).
 # Recommends are not installed.  SOURCE_DATE_EPOCH is fixed.
 set -euo pipefail
 
@@ -225,7 +227,8 @@ mmdebstrap \
   --customize-hook="chroot \"\$1\" dpkg-query -W -f='\${Package}=\${Version}\n' > $tmp/dpkg.txt" \
   --customize-hook="cp -L \"\$1\"/boot/vmlinuz-* $tmp/vmlinuz; cp -L \"\$1\"/boot/initrd.img-* $tmp/initrd.img" \
   --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/etc/machine-id; : > "$1/etc/machine-id"' \
-  "$SUITE" "$tmp/root" "${MIRRORS[@]}" >&2
+  "$SUITE" "$tmp/root" "${MIRRORS[@]}" >&2 \
+  || die "mmdebstrap failed (above); where apt says a pinned version 'was not found', this host's package lists are older than the Debian archive, which has replaced that package since (a security update of the kernel, say): run apt-get update and build again"
 
 # ext4 without mounting anything: mke2fs -d.  Fixed UUID and hash seed.
 (umask 077 && E2FSPROGS_FAKE_TIME=$SOURCE_DATE_EPOCH mke2fs -q -F -t ext4 -L hpcvirt-root \
