@@ -101,3 +101,21 @@ def test_multi_pair_runs_ranks_as_pairs_across_the_hosts():
     # OSU 7.4 hangs on an odd number of ranks (the fixture above): refused before any job runs
     assert "must be even" in osu.check({"tests": ["osu_mbw_mr"], "ranks": 3})
     assert osu.check({"tests": ["osu_allreduce"], "ranks": 3}) is None
+
+
+def test_multi_pair_table_says_when_its_two_tests_ran_different_builds():
+    """The archive, extended in place, holds osu_bw from its first build and osu_mbw_mr from Spack's build of the
+    same source: the table marks those rows; a campaign measured in one piece (one build) has no mark."""
+    import pandas as pd
+
+    from hpcvirt.benchmarks.osu import multipair, multipair_tex
+
+    root = Path(__file__).resolve().parents[1] / "data/results"
+
+    def tidy(campaign):
+        return pd.concat([pd.read_csv(p) for p in sorted((root / campaign).glob("*/tidy.csv"))], ignore_index=True)
+
+    extended, one_piece = tidy("local-20261127T135345Z"), tidy("local-20261129T081109Z")
+    assert not multipair(extended, 8)["same_build"].any() and "different builds" in multipair_tex(None, extended)
+    assert multipair(one_piece, 8)["same_build"].all() and "$^*$" not in multipair_tex(None, one_piece)
+    assert len(multipair(one_piece, 8)) == 3 and set(multipair(one_piece, 8)["pairs"]) == {2}
