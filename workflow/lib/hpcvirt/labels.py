@@ -183,6 +183,12 @@ def camel(word: str) -> str:
     return out
 
 
+def and_list(items) -> str:
+    """``A``, ``A and B``, ``A, B and C``: a list as the text names it."""
+    items = list(items)
+    return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
+
+
 def macro(name: str, value: str) -> str:
     if not re.fullmatch(r"hv[A-Za-z]+", name):
         raise ValueError(f"bad macro name {name!r}")

@@ -317,8 +317,9 @@ class NPB(Benchmark):
 
     def numbers(self, rows) -> dict[str, str]:
         """The kernels the campaign ran, in the declared order, as the method section names them."""
-        ran = [k.upper() for k in KERNELS if (rows["benchmark"] == f"{ROW_PREFIX}{k}").any()]
-        return {"hvNpbKernels": " and ".join([", ".join(ran[:-1]), ran[-1]]) if len(ran) > 1 else "".join(ran)}
+        from ..labels import and_list
+
+        return {"hvNpbKernels": and_list(k.upper() for k in KERNELS if (rows["benchmark"] == f"{ROW_PREFIX}{k}").any())}
 
     def check(self, exp: dict) -> str | None:
         return nprocs_problem(exp)

@@ -352,13 +352,13 @@ class OSU(Benchmark):
     def numbers(self, rows) -> dict[str, str]:
         """The OSU tests the campaign ran, in the declared order, as the method section names them, and the
         pairs of its multi-pair runs."""
-        from ..labels import latex_escape
+        from ..labels import and_list, latex_escape
 
         ran = [f"\\texttt{{{latex_escape(t)}}}" for t in TESTS if (rows["benchmark"] == t).any()]
-        out = {"hvOsuTests": " and ".join([", ".join(ran[:-1]), ran[-1]]) if len(ran) > 1 else "".join(ran)}
+        out = {"hvOsuTests": and_list(ran)}
         pairs = sorted({int(r) // 2 for r in rows.loc[rows["benchmark"].isin(MULTI_PAIR), "ranks"].dropna()})
         if pairs:   # the pairs of the multi-pair runs
-            out["hvOsuMbwPairs"] = " and ".join(map(str, pairs))
+            out["hvOsuMbwPairs"] = and_list(map(str, pairs))
         return out
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
