@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from hpcvirt.execute import execute
 from hpcvirt.matrix import configurations
 from hpcvirt.testbeds import launch
 from hpcvirt.tidy import ParseError
+from procs import running_with
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests/fixtures/openfoam"
@@ -72,13 +72,14 @@ def test_a_killed_run_leaves_no_process_and_no_case(tmp_path):
     c = next(c for c in configurations(study) if c.testbed == "local" and c.benchmark == "openfoam"
              and c.settings["ranks"] == 2 and c.settings["refine_pct"] == 185)
     out = tmp_path / "rep-1.out"
-    status = execute(launch(c, testbeds["local"]), out, timeout=6)
+    hosts = tmp_path / "rank-hosts"     # its ranks carry it in their environment: this launch's own
+    hosts.mkdir()
+    status = execute(launch(c, testbeds["local"]), out, timeout=6, rank_hosts_dir=hosts)
     assert status["timed_out"] and "killed after the time limit" in status["note"]
     assert "hpcvirt-openfoam 1" in out.read_text()
     with pytest.raises(ParseError, match="no 'end' line"):
         REGISTRY["openfoam"].parse(out, {"ranks": 2})
-    states = subprocess.run(["ps", "-C", "interFoam", "-o", "stat="], capture_output=True, text=True).stdout.split()
-    assert [s for s in states if not s.startswith("Z")] == []   # zombies: this container's init does not reap
+    assert running_with(f"HPCVIRT_RANK_HOSTS={hosts.resolve()}") == []
     # the killed run's case is removed by the next run (Open MPI may SIGKILL the wrapper before its traps run)
     status = execute(launch(c, testbeds["local"]), tmp_path / "rep-2.out", timeout=2)
     assert status["timed_out"]

@@ -45,17 +45,46 @@ def _wait_port(port: int, timeout_s: float, probe_argv: list[str] | None = None)
     return False
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
+def _group_alive(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` that are not zombies (a zombie
+    has ended; where init does not reap, it stays a member for good)."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=3)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue        # ended meanwhile
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            alive.append(int(entry))
+    return alive
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """End the whole process group of ``proc``, not only its leader: a
+    launcher (mpirun) may exit on SIGTERM before the ranks it started.
+    SIGTERM, ``grace_s`` for the group to end, then SIGKILL; returns once no
+    member runs (or after a further 10 s, for a process stuck in the kernel)."""
+    pgid = proc.pid
+    if proc.poll() is None or _group_alive(pgid):
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while (proc.poll() is None or _group_alive(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is None or _group_alive(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def run(spec: dict, out_path: str) -> dict:
@@ -88,6 +117,10 @@ def run(spec: dict, out_path: str) -> dict:
             )
             try:
                 status["exit_code"] = client.wait(timeout=timeout)
+                left = _group_alive(client.pid)
+                if left:
+                    status["note"] = f"the launch ended leaving {len(left)} of its processes running: killed"
+                    _kill_group(client)
             except subprocess.TimeoutExpired:
                 status["timed_out"] = True
                 status["note"] = f"killed after the time limit of {timeout:g} s"
