@@ -136,3 +136,20 @@ def test_the_server_ends_with_the_process_that_started_it_and_leaves_no_socket(t
     assert mode == "0o700"
     assert not Path(directory).exists()
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_server_started_early_and_never_asked_is_ended_with_its_process(tmp_path):
+    """A dry run starts the server (whether a run is dry is known only after
+    the rule files are read) and asks it nothing: the server is stopped in its
+    imports, and leaves no directory and no process."""
+    code = (f"import sys, time; sys.path.insert(0, {str(ROOT / 'workflow/lib')!r})\n"
+            "from hpcvirt import localjobs\nimport os\n"
+            "localjobs.start(); proc, socket = localjobs._SERVER['proc'], localjobs._SERVER['socket']\n"
+            "time.sleep(0.2); localjobs._stop(proc, os.path.dirname(socket))\n"
+            "print(os.path.dirname(socket), proc.pid, repr(proc.stdout.read()))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    directory, pid, said = r.stdout.split()
+    assert said == "b''"                                  # it never got as far as saying it is ready
+    assert not Path(directory).exists()
+    assert not Path(f"/proc/{pid}").exists()

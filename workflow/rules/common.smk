@@ -9,11 +9,21 @@ sys.path.insert(0, f"{workflow.basedir}/workflow/lib")
 # the local Python jobs' scripts (run by hpcvirt.localjobs)
 SCRIPTS = f"{workflow.basedir}/workflow/scripts"
 
+from hpcvirt import localjobs
+
+# The local jobs' server imports pandas, matplotlib and seaborn while this
+# process loads the study and builds the graph, on the other core: a figure
+# from the archive waits for neither in turn.  Only in the process a person
+# started (not in the jobs Snakemake starts itself: a cluster or group job).
+# (A dry run starts it too, and ends it: whether a run is dry is known only
+# after the rule files are read.)
+if workflow.is_main_process:
+    localjobs.start()
+
 from hpcvirt import (
     claims,
     figures,
     link,
-    localjobs,
     manifest,
     matrix,
     paths,
@@ -434,3 +444,4 @@ onstart:
             "finished measurements again and replace their raw outputs, which are records.  "
             "Another profile must set rerun-triggers: [mtime, input, params, software-env]."
         )
+

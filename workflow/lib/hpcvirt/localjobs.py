@@ -5,8 +5,10 @@ matplotlib and seaborn once, instead of a new interpreter each.
 On a 2-core host a new interpreter costs about 1.2 s per job before it does
 anything (a Jupyter kernel 2.3 s more), more than most of these jobs take
 (README, "Where the paper's time goes").  The server (``python -m
-hpcvirt.localjobs DIR``) is started by a run's first such job and ends when
-the Snakemake process that started it ends; it talks to that process only,
+hpcvirt.localjobs DIR``) is started as a run reads its rule files
+(:func:`start`, so that its imports overlap Snakemake's planning) or else by
+the run's first such job, and ends when the Snakemake process that started
+it ends; it talks to that process only,
 through a socket file in a private temporary directory.  Every job starts
 from the server's state, so what one job draws or imports cannot leak into
 the next.
@@ -231,28 +233,48 @@ _SERVER: dict = {}
 _LOCK = threading.Lock()
 
 
-def _socket() -> str:
-    """The running server's socket file, started on first use and ended with
-    this process (its standard input is a pipe from here)."""
+def start() -> None:
+    """Start the server now, without waiting for it (a run that will run
+    local jobs starts it while Snakemake still builds its graph: its imports
+    take the other core).  It ends with this process (its standard input is
+    a pipe from here)."""
     with _LOCK:
-        proc = _SERVER.get("proc")
-        if proc is None or proc.poll() is not None:
-            # mode 0700; a socket file's path has at most 107 bytes: a long TMPDIR gives way to /tmp
-            directory = tempfile.mkdtemp(prefix="hpcvirt-localjobs-",
-                                         dir=None if len(tempfile.gettempdir()) < 64 else "/tmp")
-            lib = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [lib, os.environ.get("PYTHONPATH")]))}
-            proc = subprocess.Popen([sys.executable, "-m", "hpcvirt.localjobs", directory],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-            if proc.stdout.readline().strip() != b"ready":
+        _start()
+
+
+def _start() -> None:
+    proc = _SERVER.get("proc")
+    if proc is not None and proc.poll() is None:
+        return
+    # mode 0700; a socket file's path has at most 107 bytes: a long TMPDIR gives way to /tmp
+    directory = tempfile.mkdtemp(prefix="hpcvirt-localjobs-", dir=None if len(tempfile.gettempdir()) < 64 else "/tmp")
+    lib = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [lib, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "hpcvirt.localjobs", directory],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    atexit.register(_stop, proc, directory)
+    _SERVER.clear()
+    _SERVER.update(proc=proc, socket=os.path.join(directory, "socket"), ready=False)
+
+
+def _stop(proc: subprocess.Popen, directory: str) -> None:
+    if not _SERVER.get("ready"):
+        proc.terminate()  # no job asked for it (a dry run): not even its imports are waited for
+    proc.stdin.close()  # the server ends and removes its directory
+    proc.wait()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _socket() -> str:
+    """The running server's socket file, started on first use unless
+    :func:`start` started it."""
+    with _LOCK:
+        _start()
+        if not _SERVER["ready"]:
+            if _SERVER["proc"].stdout.readline().strip() != b"ready":
                 raise RuntimeError(f"the local jobs' server ({sys.executable} -m hpcvirt.localjobs) did not start")
-
-            def stop(proc=proc):
-                proc.stdin.close()  # the server ends and removes its directory
-                proc.wait()
-
-            atexit.register(stop)
-            _SERVER.update(proc=proc, socket=os.path.join(directory, "socket"))
+            _SERVER["ready"] = True
         return _SERVER["socket"]
 
 
