@@ -444,4 +444,3 @@ onstart:
             "finished measurements again and replace their raw outputs, which are records.  "
             "Another profile must set rerun-triggers: [mtime, input, params, software-env]."
         )
-
