@@ -423,3 +423,12 @@ def test_npb_non_numeric_summary_value_raises(tmp_path):
     text = GOOD_NPB.read_text().replace("2645.08", "2645.0?")
     with pytest.raises(ParseError, match="not a number"):
         npb.parse(_write(tmp_path, text))
+
+
+def test_npb_names_the_kernels_the_campaign_ran_and_those_in_guests():
+    import pandas as pd
+
+    rows = pd.DataFrame({"benchmark": ["npb-ep", "npb-cg", "npb-is", "npb-cg", "npb-ep"],
+                         "virtualization": ["none", "none", "netns-bridge", "qemu-tcg", "qemu-kvm+apptainer"]})
+    assert npb.BENCHMARK.numbers(rows) == {"hvNpbKernels": "CG, EP and IS", "hvNpbGuestKernels": "CG and EP"}
+    assert npb.BENCHMARK.numbers(rows[rows["virtualization"] == "none"])["hvNpbGuestKernels"] == "none"

@@ -316,10 +316,16 @@ class NPB(Benchmark):
                   "the native testbed's, paired by round."))
 
     def numbers(self, rows) -> dict[str, str]:
-        """The kernels the campaign ran, in the declared order, as the method section names them."""
+        """The kernels the campaign ran, and those it ran in guests ("none"), in the declared order, as the
+        method section names them."""
+        from ..kinds import guest_accel
         from ..labels import and_list
 
-        return {"hvNpbKernels": and_list(k.upper() for k in KERNELS if (rows["benchmark"] == f"{ROW_PREFIX}{k}").any())}
+        def kernels(d) -> str:
+            return and_list(k.upper() for k in KERNELS if (d["benchmark"] == f"{ROW_PREFIX}{k}").any()) or "none"
+
+        return {"hvNpbKernels": kernels(rows),
+                "hvNpbGuestKernels": kernels(rows[rows["virtualization"].map(guest_accel) != ""])}
 
     def check(self, exp: dict) -> str | None:
         return nprocs_problem(exp)
