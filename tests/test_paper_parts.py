@@ -87,6 +87,18 @@ def test_parts_with_missing_data_are_left_out_and_listed():
     assert not omitted and "Not in this campaign" not in full
 
 
+def test_a_campaign_without_the_multi_pair_test_keeps_the_osu_section():
+    """The OSU section needs the tests every OSU campaign runs; the multi-pair
+    test's paragraph and table are a part of their own."""
+    osu = {name: PARTS[name] for name in ("results-osu", "results-osu-multipair")}
+    needs = set().union(*(part_needs(text)[0] for text in osu.values()))
+    numbers = "".join(f"\\newcommand{{\\{m}}}{{1}}\n" for m in sorted(needs - {"hvOsuMbwPairs"}))
+    tex, included, omitted = parts_tex(osu, numbers, {"osu"})
+    assert included == ["results-osu"] and set(omitted) == {"results-osu-multipair"}
+    assert "hvOsuMbwPairs" in omitted["results-osu-multipair"]
+    assert "\\hvOsuMbwPairs" not in PARTS["results-osu"] and "tab:multipair" not in PARTS["results-osu"]
+
+
 def _study(testbeds, **exps):
     cfg = study_for(testbeds, **exps)
     study, tbs = load_study(cfg, testbed_dir=ROOT / "config/testbeds")
