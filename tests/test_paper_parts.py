@@ -54,7 +54,7 @@ def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     """Campaign-specific numbers (a testbed's, an experiment's) live in parts."""
     always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCpuModel", "hvCores", "hvKernel",
               "hvOpenmpiVersion", "hvMpichVersion", "hvNetpipeVersion", "hvQperfVersion",
-              "hvHostVm", "hvHostContainer", "hvVmAccels", "hvGuestsRan", "hvSizeMin", "hvSizeMax", "hvOmittedParts",
+              "hvHostVm", "hvHostContainer", "hvVmAccels", "hvGuestsRan", "hvOmittedParts",
               "hvClaimMinCoverage"}          # the claims rule's, for every campaign (generated/claims.tex)
     used = {m for text in SECTIONS.values() for m in part_needs(text)[0]}
     # the container section's numbers come from the companion campaign (generated/containers.tex)
