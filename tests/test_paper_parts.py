@@ -95,6 +95,7 @@ def test_a_campaign_without_the_multi_pair_test_keeps_the_osu_section():
     numbers = "".join(f"\\newcommand{{\\{m}}}{{1}}\n" for m in sorted(needs - {"hvOsuMbwPairs"}))
     tex, included, omitted = parts_tex(osu, numbers, {"osu"})
     assert included == ["results-osu"] and set(omitted) == {"results-osu-multipair"}
+    assert "Missing here: 1 measured value, e.g." in omitted["results-osu-multipair"]
     assert "hvOsuMbwPairs" in omitted["results-osu-multipair"]
     assert "\\hvOsuMbwPairs" not in PARTS["results-osu"] and "tab:multipair" not in PARTS["results-osu"]
 

@@ -187,8 +187,8 @@ def parts_tex(parts: dict[str, str], numbers: str, figures: set[str]) -> tuple[s
         missing_m, missing_f = sorted(macros - defined), sorted(figs - figures)
         if missing_m or missing_f:
             head = text.splitlines()[0].lstrip("% ").strip() if text.startswith("%") else name
-            what = [f"figure {f}" for f in missing_f] + ([f"{len(missing_m)} measured values, e.g. "
-                                                          f"\\texttt{{\\textbackslash {missing_m[0]}}}"]
+            values = f"{len(missing_m)} measured value{'s' * (len(missing_m) > 1)}"
+            what = [f"figure {f}" for f in missing_f] + ([f"{values}, e.g. \\texttt{{\\textbackslash {missing_m[0]}}}"]
                                                          if missing_m else [])
             omitted[name] = f"{latex_escape(head)} Missing here: {', '.join(what)}."
             lines.append(f"\\@namedef{{hvpart@{name}}}{{}}\n")
