@@ -7,7 +7,7 @@ import pytest
 
 from hpcvirt.analysis import summarize_tidy
 from hpcvirt.apps import app_scaling, app_vm_ratio
-from hpcvirt.paper import numbers_tex
+from hpcvirt.paper import campaign_numbers
 from hpcvirt.tidy import COLUMNS
 
 
@@ -59,9 +59,9 @@ def test_the_ratio_reaches_the_paper_as_macros():
                                                        started_at="", raw_path="", suite_version="",
                                                        source_sha256="")
     summary = summarize_tidy(tidy).assign(campaign="c")
-    tex = numbers_tex(summary, tidy)
-    assert "\\newcommand{\\hvAppVmMilcVm}{40.0}" in tex
-    assert "\\newcommand{\\hvAppVmMilcVmAccel}{TCG}" in tex
+    macros = campaign_numbers(summary, tidy)
+    assert macros["hvAppVmMilcVm"] == "40.0" and macros["hvAppVmMilcVmAccel"] == "TCG"
+    assert "\\newcommand{\\hvAppVmMilcVm}{40.0}\n" in macros.tex()
 
 
 def test_the_guests_lammps_input_names_its_steps():
@@ -74,7 +74,6 @@ def test_the_guests_lammps_input_names_its_steps():
         raw_path="", suite_version="", source_sha256="")
     tidy["iteration_count"] = [700 if v == "32000 atoms" else 100 if v == "4000 atoms" else 1
                                for v in tidy["variant"]]
-    tex = numbers_tex(summarize_tidy(tidy).assign(campaign="c"), tidy)
-    assert "\\newcommand{\\hvAppVmLammpsVmInput}{4000 atoms}" in tex
-    assert "\\newcommand{\\hvAppVmLammpsVmSteps}{100}" in tex
-    assert "hvAppVmMilcVmSteps" not in tex
+    macros = campaign_numbers(summarize_tidy(tidy).assign(campaign="c"), tidy)
+    assert macros["hvAppVmLammpsVmInput"] == "4000 atoms" and macros["hvAppVmLammpsVmSteps"] == "100"
+    assert "hvAppVmMilcVmSteps" not in macros

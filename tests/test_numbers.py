@@ -23,10 +23,6 @@ def archive_tidy() -> pd.DataFrame:
     return pd.concat([pd.read_csv(p) for p in tables], ignore_index=True)
 
 
-def _macros(tex: str) -> dict[str, str]:
-    return dict(re.findall(r"\\newcommand\{\\(\w+)\}\{([^}]*)\}", tex))
-
-
 def test_every_declared_number_is_cited_by_the_text_and_grep_finds_its_declaration():
     text = "".join(p.read_text() for p in (ROOT / "paper").rglob("*.tex") if "generated" not in p.parts)
     declared = numbers.load(DECLARED)
@@ -81,7 +77,7 @@ def test_the_archive_has_every_declared_number_and_the_tables_print_the_same():
     tidy = archive_tidy()
     latency_bytes = STUDY["paper"]["latency_bytes"]
     declared = numbers.load(DECLARED)
-    got = _macros(numbers.tex(tidy, declared, latency_bytes=latency_bytes))
+    got = numbers.macros(tidy, declared, latency_bytes=latency_bytes)
     assert {f"{n.macro}{s}" for n in declared for s in ("", "Lo", "Hi")} == set(got)
     tables = _table_values(tidy, latency_bytes)
     for n in declared:
@@ -105,7 +101,7 @@ def test_the_archive_has_every_declared_number_and_the_tables_print_the_same():
 def test_a_campaign_without_the_rows_writes_no_macro_for_them():
     tidy = archive_tidy()
     no_vm = tidy[tidy["testbed"] != "vm"]
-    got = _macros(numbers.tex(no_vm, numbers.load(DECLARED), latency_bytes=8))
+    got = numbers.macros(no_vm, numbers.load(DECLARED), latency_bytes=8)
     assert "hvOvhLatVmOpenmpiNet" not in got and "hvOvhLatBridgeOpenmpiNet" in got
 
 
@@ -135,8 +131,26 @@ def test_a_selector_that_picks_two_configurations_is_refused_or_reported():
     ping["run_id"] = ping["run_id"].str.replace("/netpipe/", "/netpipe-other-build/", regex=False)
     twice = pd.concat([tidy, ping], ignore_index=True)
     with pytest.raises(numbers.NumbersError, match="hvOvhLatLocalOpenmpiTcp: selector .* matches 2 configurations"):
-        numbers.tex(twice, numbers.load(DECLARED), latency_bytes=8)
+        numbers.macros(twice, numbers.load(DECLARED), latency_bytes=8)
     reported = []
-    got = _macros(numbers.tex(twice, numbers.load(DECLARED), latency_bytes=8, ambiguous=reported.append))
+    got = numbers.macros(twice, numbers.load(DECLARED), latency_bytes=8, ambiguous=reported.append)
     assert "hvOvhLatLocalOpenmpiTcp" not in got and "hvNpbRatioCgWBridgeOpenmpiFour" in got
     assert any("hvOvhLatLocalOpenmpiTcp" in m for m in reported)
+
+
+def test_a_number_is_made_once_under_a_valid_name():
+    """The paper's numbers are data (hpcvirt.labels.Macros): a second value for a name, from the same producer
+    or another, stops the build instead of replacing the first (LaTeX would stop at a second \\newcommand, far
+    from its cause); a name LaTeX cannot take is refused as it is set."""
+    from hpcvirt.labels import Macros
+
+    m = Macros(hvLatBytes="8")
+    m["hvCampaign"] = "c"
+    assert m.tex() == "\\newcommand{\\hvLatBytes}{8}\n\\newcommand{\\hvCampaign}{c}\n"
+    with pytest.raises(ValueError, match=r"hvLatBytes is made twice: '8' and '16'"):
+        m |= {"hvLatBytes": "16"}
+    with pytest.raises(ValueError, match="bad macro name"):
+        m["hvLat2"] = "1"
+    with pytest.raises(TypeError):
+        m.setdefault("hvOther", "1")
+    assert m == {"hvLatBytes": "8", "hvCampaign": "c"}

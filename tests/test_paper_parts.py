@@ -70,7 +70,7 @@ def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     assert used <= always, f"move these into a part: {sorted(used - always)}"
 
 
-NUMBERS = "\\newcommand{\\hvCampaign}{x}\n\\newcommand{\\hvLatBytes}{8}\n"
+NUMBERS = {"hvCampaign", "hvLatBytes"}
 
 
 def test_parts_with_missing_data_are_left_out_and_listed():
@@ -83,7 +83,7 @@ def test_parts_with_missing_data_are_left_out_and_listed():
     assert "Part B: needs the bridge." in omitted["b"] and "hvLatBridgeOpenmpiNet" in omitted["b"]
     assert "figure y" in omitted["c"]
     assert "Not in this campaign" in tex
-    full, included, omitted = parts_tex(parts, NUMBERS + "\\newcommand{\\hvLatBridgeOpenmpiNet}{1}\n", {"x", "y"})
+    full, included, omitted = parts_tex(parts, NUMBERS | {"hvLatBridgeOpenmpiNet"}, {"x", "y"})
     assert not omitted and "Not in this campaign" not in full
 
 
@@ -92,8 +92,7 @@ def test_a_campaign_without_the_multi_pair_test_keeps_the_osu_section():
     test's paragraph and table are a part of their own."""
     osu = {name: PARTS[name] for name in ("results-osu", "results-osu-multipair")}
     needs = set().union(*(part_needs(text)[0] for text in osu.values()))
-    numbers = "".join(f"\\newcommand{{\\{m}}}{{1}}\n" for m in sorted(needs - {"hvOsuMbwPairs"}))
-    tex, included, omitted = parts_tex(osu, numbers, {"osu"})
+    tex, included, omitted = parts_tex(osu, needs - {"hvOsuMbwPairs"}, {"osu"})
     assert included == ["results-osu"] and set(omitted) == {"results-osu-multipair"}
     assert "Missing here: 1 measured value, e.g." in omitted["results-osu-multipair"]
     assert "hvOsuMbwPairs" in omitted["results-osu-multipair"]
@@ -185,10 +184,10 @@ def test_parts_refer_only_to_labels_that_are_always_there():
 
 
 def test_a_quick_look_paper_says_it_is_not_the_archived_campaign():
-    from hpcvirt.paper import quick_look_tex
+    from hpcvirt.paper import quick_look
 
-    assert quick_look_tex(False) == "\\newcommand{\\hvQuickLook}{}\n"
-    notice = quick_look_tex(True)
+    assert quick_look(False).tex() == "\\newcommand{\\hvQuickLook}{}\n"
+    notice = quick_look(True)["hvQuickLook"]
     assert "not the archived campaign" in notice and "make quick" in notice and "\\hvCampaign" in notice
     assert "\\hvQuickLook" in (ROOT / "paper/main.tex").read_text()
 

@@ -20,6 +20,7 @@ def test_the_results_claims_and_threats_type_no_number():
     ("on 64 processes of class C", ["64"]),
     ("the ranks share the 2 cores", ["2"]),
     ("runs of 0.1~s", ["0.1~s"]),
+    ("\\ifnum\\hvReps=1 one round\\else the 3 rounds\\fi", ["3"]),
 ])
 def test_a_typed_number_is_found(sentence, typed):
     assert [t for _, t in prose.typed_numbers(sentence)] == typed
@@ -32,6 +33,7 @@ def test_a_typed_number_is_found(sentence, typed):
     "across the bridge limited to 10\\,Gbit/s, four iperf3 streams",
     "the knee where the bandwidth falls 20\\,\\% below its maximum, L3/4",
     "% a comment may say 42",
+    "(each round boots them)\\ifnum\\hvRepsGuests=1, so their values carry no interval\\fi.",
 ])
 def test_macros_references_names_and_method_constants_are_not_typed_numbers(sentence):
     assert prose.typed_numbers(sentence) == []

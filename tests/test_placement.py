@@ -17,7 +17,6 @@ from hpcvirt.benchmarks import REGISTRY
 from hpcvirt.benchmarks.advect import placement_pairs, placement_summary
 from hpcvirt.config import load_study
 from hpcvirt.netns import Testbed
-from hpcvirt.labels import macro
 from hpcvirt.tables import placement_tex
 from hpcvirt.qemu import Cluster
 
@@ -136,10 +135,11 @@ def test_summary_and_macros():
     assert list(ps.loc[ps.testbed == "bridge", "placement"]) == ["intra-node", "mixed", "inter-node"]
     macros, table = placement_tex(summary, tidy)
     # the shares, steps and ratios the text cites are declared (workflow/numbers.yaml)
-    macros += numbers.tex(tidy, numbers.load(ROOT / "workflow/numbers.yaml"), latency_bytes=8)
-    # the time steps and the halo size: the stencil's own numbers (Benchmark.numbers, written by paper.numbers_tex)
+    macros |= numbers.macros(tidy, numbers.load(ROOT / "workflow/numbers.yaml"), latency_bytes=8)
+    # the time steps and the halo size: the stencil's own numbers (Benchmark.numbers, written by paper.campaign_numbers)
     stencil = REGISTRY["advect"]
-    macros += "".join(macro(k, v) for k, v in stencil.numbers(tidy[tidy["benchmark"].map(stencil.owns)]).items())
+    macros |= stencil.numbers(tidy[tidy["benchmark"].map(stencil.owns)])
+    macros = macros.tex()
     for line in ("\\hvPlaceShareBridgeOpenmpiMixed}{33.3}", "\\hvPlaceStepVmOpenmpiInterNode}{8000}",
                  "\\hvPlaceRatioVmOpenmpiInterNodeVsBridge}{40.0}", "\\hvPlaceRatioVmOpenmpiMixedVsBridge}{20.0}",
                  "\\hvPlaceCommPctVmOpenmpiMixed}{50}", "\\hvPlaceRanks}{4}", "\\hvPlaceHalo}{8\\,KiB}"):
@@ -147,7 +147,7 @@ def test_summary_and_macros():
     assert "vm (qemu-tcg) & inter-node (1) & 100 &" in table
     # no placement in a campaign: no macros, and the table says so
     none_macros, none_table = placement_tex(summary[summary.benchmark != "advect"], tidy)
-    assert none_macros == "" and "no placement runs" in none_table
+    assert none_macros == {} and "no placement runs" in none_table
 
 
 @pytest.mark.skipif(not Path("/usr/bin/mpicc.openmpi").exists(), reason="needs Open MPI's compiler wrapper")

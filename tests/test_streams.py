@@ -1,10 +1,9 @@
 """Nanos et al.'s streams per data path: the labels of the data paths from
 the tidy columns and the summary the figure and the macros read
-(hpcvirt.benchmarks.iperf3.streams_summary, hpcvirt.paper.streams_tex and the declared hvStreams numbers)."""
+(hpcvirt.benchmarks.iperf3.streams_summary, hpcvirt.paper.streams_numbers and the declared hvStreams numbers)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +12,7 @@ import pytest
 from hpcvirt import numbers
 from hpcvirt.benchmarks.iperf3 import streams_summary
 from hpcvirt.labels import datapath_label
-from hpcvirt.paper import streams_tex
+from hpcvirt.paper import streams_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,12 +60,11 @@ def test_summary_order_units_and_macros():
     assert (local["gbits_lo"], local["gbits_hi"]) == pytest.approx((2400 * 8e-3, 2600 * 8e-3))
     assert local["streams"] == 4 and local["stream_gbits"] == pytest.approx([5.0] * 4)
     assert local["retransmits"] == 2.0 and local["n"] == 3
-    macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{([^}]*)\}", streams_tex(tidy)))
+    macros = streams_numbers(tidy)
     assert macros["hvStreamsCount"] == "4"
     # the aggregate the text cites, declared (workflow/numbers.yaml): the summary's median
-    declared = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{([^}]*)\}",
-                               numbers.tex(tidy, numbers.load(ROOT / "workflow/numbers.yaml"), latency_bytes=8)))
+    declared = numbers.macros(tidy, numbers.load(ROOT / "workflow/numbers.yaml"), latency_bytes=8)
     assert declared["hvStreamsBridge"] == "15.2" and declared["hvStreamsLocal"] == "20.0"
     assert (declared["hvStreamsLocalLo"], declared["hvStreamsLocalHi"]) == ("19.2", "20.8")
     assert macros["hvStreamsPathBridgeMacvlan"] == "direct (macvlan)"
-    assert streams_tex(tidy[tidy["benchmark"] != "iperf3"]) == ""
+    assert streams_numbers(tidy[tidy["benchmark"] != "iperf3"]) == {}

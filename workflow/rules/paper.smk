@@ -21,6 +21,8 @@ rule numbers:
         # the tables of the views that have one (hpcvirt.benchmarks.View.tex)
         **{f"{v.name}_table": view_table(v.name) for v in VIEW_TABLES},
         numbers="paper/generated/numbers.tex",
+        # the same numbers as a table: macro, value, what made it
+        names="paper/generated/numbers.csv",
         table="paper/generated/results_table.tex",
         overheads="paper/generated/overheads_table.tex",
         placement="paper/generated/placement_table.tex",
@@ -36,7 +38,7 @@ rule numbers:
 
 rule parts:
     input:
-        numbers="paper/generated/numbers.tex",
+        numbers="paper/generated/numbers.csv",
         parts=paper_parts,
     output:
         "paper/generated/parts.tex",

@@ -195,6 +195,43 @@ def macro(name: str, value: str) -> str:
     return f"\\newcommand{{\\{name}}}{{{value}}}\n"
 
 
+class Macros(dict):
+    """The paper's numbers as data: macro name -> its LaTeX text, in the
+    order they are made.  A name is checked as it is set (letters only,
+    ``hv`` first) and is set once: a second value for it (two configurations
+    that map to one name, two producers of one number) raises instead of
+    replacing the first.  :meth:`tex` writes them as ``\\newcommand`` lines."""
+
+    def __init__(self, *others, **values: str):
+        super().__init__()
+        for other in others:
+            self.update(other)
+        self.update(values)
+
+    def __setitem__(self, name: str, value: str) -> None:
+        if not re.fullmatch(r"hv[A-Za-z]+", str(name)):
+            raise ValueError(f"bad macro name {name!r}")
+        if name in self:
+            raise ValueError(f"macro \\{name} is made twice: {self[name]!r} and {value!r}")
+        super().__setitem__(name, str(value))
+
+    def update(self, other=(), **values: str) -> None:
+        for name, value in (other.items() if hasattr(other, "items") else other):
+            self[name] = value
+        for name, value in values.items():
+            self[name] = value
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def setdefault(self, name, value=None):
+        raise TypeError("Macros are set once: use m[name] = value")
+
+    def tex(self) -> str:
+        return "".join(macro(name, value) for name, value in self.items())
+
+
 # ------------------------------------------------------------------ numbers
 def fmt(x: float, digits: int = 3) -> str:
     """Significant digits, no exponent for the ranges we report (the paper's numbers)."""

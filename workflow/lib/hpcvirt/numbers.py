@@ -31,7 +31,7 @@ import pandas as pd
 
 from . import paths, stats, yamlio
 from .analysis import normalize_units
-from .labels import fmt, macro
+from .labels import Macros, fmt
 from .query import QueryError, bind, per_round, selector_error
 
 KINDS = ("value", "ratio", "difference")
@@ -94,14 +94,14 @@ def per_round_values(tidy: pd.DataFrame, number: Number, *, latency_bytes: int) 
     return (num[both] - ref[both]) if number.kind == "difference" else (num[both] / ref[both])
 
 
-def tex(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level: float = 0.95,
-        ambiguous=None) -> str:
+def macros(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level: float = 0.95,
+           ambiguous=None) -> Macros:
     """``\\<macro>``, ``Lo`` and ``Hi`` of every declaration the campaign has rows for.  A declaration
     whose selector picks several configurations of this campaign (another study's testbeds or
     variants) raises :class:`NumbersError`, or with ``ambiguous`` (a callable taking the message)
     is reported there and writes nothing, like a number the campaign lacks."""
     tidy = normalize_units(tidy)
-    out = []
+    out = Macros()
     for n in numbers:
         try:
             values = per_round_values(tidy, n, latency_bytes=latency_bytes).to_numpy(dtype=float)
@@ -115,6 +115,6 @@ def tex(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level:
         if not len(values):
             continue
         ci = {k: v * n.scale for k, v in stats.median_ci(values, level).items() if k in ("median", "ci_low", "ci_high")}
-        out += [macro(n.macro, fmt(ci["median"])), macro(f"{n.macro}Lo", fmt(ci["ci_low"])),
-                macro(f"{n.macro}Hi", fmt(ci["ci_high"]))]
-    return "".join(out)
+        out[n.macro] = fmt(ci["median"])
+        out[f"{n.macro}Lo"], out[f"{n.macro}Hi"] = fmt(ci["ci_low"]), fmt(ci["ci_high"])
+    return out

@@ -32,6 +32,8 @@ ALLOWED: tuple[tuple[str, str], ...] = (
     (r"(?:1|10)\\,Gbit/s", "the rate of a tc-limited testbed link (config/testbeds/bridge-gbe.yaml, bridge-10g.yaml)"),
     (r"20\\,\\%", "the knee's definition: the bandwidth 20 % below its maximum (claims.yaml, at: {knee: 0.2})"),
     (r"\(1:", "the reference value of a ratio axis (1: as fast as native)"),
+    (r"\\ifnum\\hv[A-Za-z]+[<=>]\d+", "a condition on a generated count (\\ifnum), which chooses a sentence and "
+     "prints nothing"),
 )
 
 _COMMENT = re.compile(r"(?<!\\)%.*")

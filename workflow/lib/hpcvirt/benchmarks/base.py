@@ -234,8 +234,9 @@ class View:
     round, for pairing by round); ``compute`` that table (and ``params``) -> the view; ``what`` it
     holds.  Every row of a view is one plotted element.  ``tex``: the paper's table of the view, as
     LaTeX, where it has one: rule ``numbers`` writes it to ``paper/generated/<name>_table.tex``;
-    ``macros``: LaTeX macros of the view that ``numbers.tex`` carries.  Both are called with the
-    campaign's summary and tidy tables and the view's ``params``."""
+    ``macros``: the view's numbers the paper cites (macro name -> LaTeX text; rule ``numbers`` writes
+    them with the others).  Both are called with the campaign's summary and tidy tables and the view's
+    ``params``."""
 
     name: str
     reads: str
@@ -243,7 +244,7 @@ class View:
     what: str
     params: tuple[str, ...] = ()       # e.g. latency_bytes
     tex: Callable[..., str] | None = None
-    macros: Callable[..., str] | None = None
+    macros: Callable[..., dict[str, str]] | None = None
 
 
 # --------------------------------------------------------------------- jobs

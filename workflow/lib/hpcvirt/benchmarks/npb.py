@@ -234,14 +234,13 @@ def npb_ratios(tidy: pd.DataFrame, metric: str = "time") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def npb_macros(summary, tidy) -> str:
+def npb_macros(summary, tidy) -> dict[str, str]:
     """The classes of each testbed's NPB runs (``\\hvNpbClassesLocal``); the kernels' numbers the text
     cites are declared in ``workflow/numbers.yaml``."""
-    from ..labels import camel, macro
+    from ..labels import camel
 
     ns = npb_summary(summary)
-    return "".join(macro(f"hvNpbClasses{camel(tb)}", ", ".join(sorted(set(g["klass"]))))
-                   for tb, g in ns.groupby("testbed")) if not ns.empty else ""
+    return {f"hvNpbClasses{camel(tb)}": ", ".join(sorted(set(g["klass"]))) for tb, g in ns.groupby("testbed")}
 
 
 def npb_tex(summary, tidy) -> str:
