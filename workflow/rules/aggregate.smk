@@ -19,5 +19,7 @@ rule aggregate:
         "logs/aggregate/{campaign}.log",
     # first when a paper is built: the views and tables wait for it
     priority: 10
+    params:
+        code=DERIVING_CODE,
     script:
         "../scripts/aggregate.py"

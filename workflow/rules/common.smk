@@ -70,6 +70,11 @@ except (ConfigError, paths.RawPathError, manifest.ManifestError) as exc:
     raise WorkflowError(str(exc)) from None
 
 CAMPAIGN = STUDY["campaign"]
+# The digest of the code that derives the summary, views, numbers, tables and
+# figures from the tidy rows (hpcvirt.paths.code_digest): a parameter of the
+# rules that run it, so that changed code derives them again.  Parsing is not
+# among them: the tidy tables of an archived campaign are records.
+DERIVING_CODE = paths.code_digest()
 
 # Link settings the kernel cannot provide fail here, before any job (hpcvirt.link;
 # the probe needs root, as the testbeds do: without it the job reports the same).

@@ -46,6 +46,7 @@ rule views:
     priority: 10
     localrule: True
     params:
+        code=DERIVING_CODE,
         latency_bytes=STUDY["paper"]["latency_bytes"],
     run:
         localjobs.script(f"{SCRIPTS}/views.py", input, output, params, log)
@@ -70,5 +71,7 @@ rule study_figures:
         "logs/figures/study_figures.log",
     # a paper build starts its longest jobs right after the views the figures wait for
     priority: 5
+    params:
+        code=DERIVING_CODE,
     run:
         localjobs.script(f"{SCRIPTS}/redraw.py", input, output, params, log)

@@ -30,6 +30,7 @@ rule numbers:
     log:
         "logs/paper/numbers.log",
     params:
+        code=DERIVING_CODE,
         latency_bytes=STUDY["paper"]["latency_bytes"],
         quick_look=STUDY["paper"]["quick_look"],
     run:
@@ -45,6 +46,7 @@ rule parts:
     log:
         "logs/paper/parts.log",
     params:
+        code=DERIVING_CODE,
         figures=[f.name for f in PAPER_FIGURES],
     run:
         localjobs.script(f"{SCRIPTS}/parts.py", input, output, params, log)
@@ -61,6 +63,8 @@ rule reference_table:
         "paper/generated/reference_table.tex",
     log:
         "logs/paper/reference_table.log",
+    params:
+        code=DERIVING_CODE,
     run:
         localjobs.script(f"{SCRIPTS}/reference_table.py", input, output, params, log)
 
@@ -115,6 +119,7 @@ rule claims:
     # a paper build starts its longest jobs right after the views the figures wait for
     priority: 5
     params:
+        code=DERIVING_CODE,
         campaign=CAMPAIGN,
         archive=ARCHIVE,
         latency_bytes=STUDY["paper"]["latency_bytes"],
@@ -139,6 +144,7 @@ rule artifact:
     log:
         "logs/paper/artifact.log",
     params:
+        code=DERIVING_CODE,
         campaign=CAMPAIGN,
         raw_root="data/raw",
     run:
@@ -194,6 +200,7 @@ if CONTAINERS:
         log:
             "logs/paper/containers.log",
         params:
+            code=DERIVING_CODE,
             campaign=CONTAINERS,
             latency_bytes=STUDY["paper"]["latency_bytes"],
             # the runtimes' versions (records, not inputs: no rule of this study makes them)
@@ -212,6 +219,7 @@ else:
         log:
             "logs/paper/containers.log",
         params:
+            code=DERIVING_CODE,
             campaign="",
             latency_bytes=STUDY["paper"]["latency_bytes"],
         run:
@@ -241,6 +249,7 @@ if DATAPATHS:
         log:
             "logs/paper/datapaths.log",
         params:
+            code=DERIVING_CODE,
             campaign=DATAPATHS,
             own=DATAPATHS == CAMPAIGN,
             latency_bytes=STUDY["paper"]["latency_bytes"],
@@ -256,6 +265,7 @@ else:
         log:
             "logs/paper/datapaths.log",
         params:
+            code=DERIVING_CODE,
             campaign="",
             latency_bytes=STUDY["paper"]["latency_bytes"],
         run:

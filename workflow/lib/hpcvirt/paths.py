@@ -10,6 +10,7 @@ files, never those of the checkout the library was installed from.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -26,6 +27,23 @@ def schemas() -> Path:
 def script(name: str) -> Path:
     """A helper script of ``workflow/scripts/`` (absolute)."""
     return root() / "workflow" / "scripts" / name
+
+
+#: The code that derives the summary, the views, the numbers, the tables and the figures from the tidy
+#: rows: the library and the rules' Python scripts.
+DERIVING_CODE = ("workflow/lib/hpcvirt", "workflow/scripts")
+
+
+def code_digest() -> str:
+    """A digest of :data:`DERIVING_CODE` (every ``.py`` file, by path and content).  The rules that derive
+    from the tidy rows declare it as a parameter, so that a change of that code makes them run again
+    (Snakemake's own code trigger sees only a rule's own lines, and the profiles leave it out: it would
+    measure again)."""
+    h = hashlib.sha256()
+    for top in DERIVING_CODE:
+        for p in sorted((root() / top).rglob("*.py")):
+            h.update(f"{p.relative_to(root()).as_posix()}\0".encode() + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def workdir() -> Path:
