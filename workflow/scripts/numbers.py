@@ -9,7 +9,7 @@ import pandas as pd
 from hpcvirt import numbers
 from hpcvirt.atomic import write_text
 from hpcvirt.labels import Macros
-from hpcvirt.paper import campaign_numbers, commprof_numbers, streams_numbers
+from hpcvirt.paper import benchmark_numbers, campaign_numbers, commprof_numbers, streams_numbers
 from hpcvirt.tables import apps_tex, overheads_tex, placement_tex, results_table_tex
 from hpcvirt.views import VIEWS
 
@@ -33,10 +33,11 @@ with open(snakemake.log[0], "w") as log:
             (snakemake.input.declared,
              numbers.macros(tidy, numbers.load(snakemake.input.declared), latency_bytes=latency_bytes,
                             ambiguous=lambda msg: print(f"not written: {msg}", file=log))),
+            *benchmark_numbers(tidy),
             ("hpcvirt.tables.placement_tex", place_macros),
             # the views' own macros (hpcvirt.benchmarks.View.macros)
-            *((f"view {v.name}", v.macros(summary, tidy, **{p: view_params[p] for p in v.params}))
-              for v in VIEWS if v.macros),
+            *((f"{v.macros.__module__}.{v.macros.__name__}",
+               v.macros(summary, tidy, **{p: view_params[p] for p in v.params})) for v in VIEWS if v.macros),
             ("hpcvirt.paper.commprof_numbers", commprof_numbers(summary)),
             ("hpcvirt.paper.streams_numbers", streams_numbers(tidy))]
     every, rows = Macros(), io.StringIO()

@@ -118,11 +118,6 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
         m[f"hv{name}Version"] = latex_escape(", ".join(versions) or "unknown")
         m[f"hv{name}Source"] = ", ".join(f"\\texttt{{{v[:12]}}}" for v in shas) or "a site build"
         m[f"hv{name}Reps"] = str(int(d["rep"].nunique()))
-    # what each benchmark says of its own rows (e.g. OpenFOAM's damBreak: version, mesh, steps, rounds)
-    for b in REGISTRY:
-        rows = tidy[bench.map(b.owns)]
-        if not rows.empty:
-            m.update(b.numbers(rows))
     # the applications in the guests: VM/native time ratio on the guests' input, and that input
     from .apps import app_vm_ratio
 
@@ -154,6 +149,18 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
             m[f"{pre}Peak{k}Hi"] = fmt(r["peak_hi"])
             m[f"{pre}PeakSize{k}"] = fmt_bytes(int(r["peak_bytes"]))
     return m
+
+
+def benchmark_numbers(tidy: pd.DataFrame) -> list[tuple[str, dict[str, str]]]:
+    """What each benchmark says of its own rows (``Benchmark.numbers``, e.g. OpenFOAM's damBreak: version,
+    mesh, steps, rounds), with where it is said: ``[(module.Class.numbers, {macro: text})]``."""
+    bench = tidy["benchmark"].astype(str)
+    out = []
+    for b in REGISTRY:
+        rows = tidy[bench.map(b.owns)]
+        if not rows.empty:
+            out.append((f"{type(b).__module__}.{type(b).__name__}.numbers", b.numbers(rows)))
+    return out
 
 
 # ------------------------------------------------------------------ parts
