@@ -429,6 +429,11 @@ def test_npb_names_the_kernels_the_campaign_ran_and_those_in_guests():
     import pandas as pd
 
     rows = pd.DataFrame({"benchmark": ["npb-ep", "npb-cg", "npb-is", "npb-cg", "npb-ep"],
-                         "virtualization": ["none", "none", "netns-bridge", "qemu-tcg", "qemu-kvm+apptainer"]})
-    assert npb.BENCHMARK.numbers(rows) == {"hvNpbKernels": "CG, EP and IS", "hvNpbGuestKernels": "CG and EP"}
-    assert npb.BENCHMARK.numbers(rows[rows["virtualization"] == "none"])["hvNpbGuestKernels"] == "none"
+                         "virtualization": ["none", "none", "netns-bridge", "qemu-tcg", "qemu-kvm+apptainer"],
+                         "variant": ["W", "S", "W", "W", "W"], "ranks": [1, 4, 2, 4, 4],
+                         "interconnect": ["shm", "shm", "tcp", "tcp", "tcp"]})
+    assert npb.BENCHMARK.numbers(rows) == {"hvNpbKernels": "CG, EP and IS", "hvNpbGuestKernels": "CG and EP",
+                                           "hvNpbClasses": "S and W", "hvNpbRanksOneHost": "1 and 4",
+                                           "hvNpbRanksSpread": "2 and 4"}
+    native = npb.BENCHMARK.numbers(rows[rows["virtualization"] == "none"])
+    assert native["hvNpbGuestKernels"] == "none" and native["hvNpbRanksSpread"] == "none"

@@ -315,16 +315,23 @@ class NPB(Benchmark):
                   "the native testbed's, paired by round."))
 
     def numbers(self, rows) -> dict[str, str]:
-        """The kernels the campaign ran, and those it ran in guests ("none"), in the declared order, as the
-        method section names them."""
+        """What the method section says the campaign ran: the kernels, and those it ran in guests ("none"),
+        in the declared order; the problem classes; the process counts on one host or guest (shared memory)
+        and spread over two (``none`` where it ran none)."""
         from ..kinds import guest_accel
         from ..labels import and_list
 
         def kernels(d) -> str:
             return and_list(k.upper() for k in KERNELS if (d["benchmark"] == f"{ROW_PREFIX}{k}").any()) or "none"
 
+        def ranks(d) -> str:
+            return and_list(str(r) for r in sorted({int(r) for r in d["ranks"]})) or "none"
+
+        one_host = rows["interconnect"] == "shm"
         return {"hvNpbKernels": kernels(rows),
-                "hvNpbGuestKernels": kernels(rows[rows["virtualization"].map(guest_accel) != ""])}
+                "hvNpbGuestKernels": kernels(rows[rows["virtualization"].map(guest_accel) != ""]),
+                "hvNpbClasses": and_list(c for c in CLASSES if (rows["variant"] == c).any()),
+                "hvNpbRanksOneHost": ranks(rows[one_host]), "hvNpbRanksSpread": ranks(rows[~one_host])}
 
     def check(self, exp: dict) -> str | None:
         return nprocs_problem(exp)
