@@ -183,6 +183,20 @@ def test_parts_refer_only_to_labels_that_are_always_there():
         assert not bad, f"{fname} refers to labels of parts that may be left out: {sorted(bad)}"
 
 
+def test_a_campaign_of_one_host_keeps_the_osu_section_and_the_suites_paragraph():
+    """A campaign of one native testbed (a site's bare-metal node, \\hvVmAccels "no VM testbed") has no
+    bridge and no guests: the OSU section with its figure and the method's paragraph on the suites stand;
+    the sentence that compares shared memory with the bridge is left out and listed."""
+    names = ("results-osu", "results-osu-paths", "method-suites")
+    needs = set().union(*(part_needs(PARTS[n])[0] for n in names))
+    one_host = {m for m in needs if "Bridge" not in m and not m.startswith("hvAccel")}
+    assert {"hvVmAccels", "hvNpbRanksSpread", "hvOsuLatLocalOpenmpiShm"} <= one_host
+    tex, included, omitted = parts_tex({n: PARTS[n] for n in names}, one_host, {"osu"})
+    assert included == ["method-suites", "results-osu"] and list(omitted) == ["results-osu-paths"]
+    assert "Missing here: 2 measured values, e.g." in omitted["results-osu-paths"]
+    assert "hvOsuLatBridgeOpenmpiNet" in omitted["results-osu-paths"]
+
+
 def test_a_quick_look_paper_says_it_is_not_the_archived_campaign():
     from hpcvirt.paper import quick_look
 
