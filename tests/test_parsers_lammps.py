@@ -118,3 +118,14 @@ def test_a_small_melt_runs_through_the_local_testbed_and_a_killed_one_leaves_not
         lammps.parse(tmp_path / "rep-2.out")
     assert running_with(f"HPCVIRT_RANK_HOSTS={hosts.resolve()}") == []
 
+
+
+def test_the_paper_states_the_drift_the_parser_accepts_below(monkeypatch):
+    """The method section's bound of the energy drift is the parser's own (\\hvLammpsMaxDrift), not typed."""
+    from hpcvirt.benchmarks import REGISTRY, lammps
+
+    assert REGISTRY["lammps"].numbers(None) == {"hvLammpsMaxDrift": "1\\,\\%"}
+    monkeypatch.setattr(lammps, "MAX_DRIFT", 0.005)
+    assert REGISTRY["lammps"].numbers(None) == {"hvLammpsMaxDrift": "0.5\\,\\%"}
+    method = (ROOT / "paper/sections/parts/method-apps.tex").read_text()
+    assert "drifts by less than \\hvLammpsMaxDrift." in method

@@ -291,3 +291,18 @@ def test_a_killed_run_leaves_nothing_behind(tmp_path, run_env):
                             cwd=tmp_path, timeout=300)
     assert cp.returncode == 0, (tmp_path / "next.out").read_text()[-3000:]
     assert list(runs.iterdir()) == []
+
+
+def test_the_paper_states_the_tolerance_the_parser_accepts_with(monkeypatch):
+    """The method section's bound of the total energy is the parser's own (\\hvQeToleranceRy), not typed."""
+    from pathlib import Path
+
+    from hpcvirt.benchmarks import REGISTRY, qe
+
+    assert REGISTRY["qe"].numbers(None) == {"hvQeToleranceRy": "$10^{-5}$"}
+    monkeypatch.setattr(qe, "TOLERANCE_RY", 1e-6)
+    assert REGISTRY["qe"].numbers(None) == {"hvQeToleranceRy": "$10^{-6}$"}
+    monkeypatch.setattr(qe, "TOLERANCE_RY", 2.5e-6)                  # not a power of ten: as written
+    assert REGISTRY["qe"].numbers(None) == {"hvQeToleranceRy": "2.5e-06"}
+    method = (Path(__file__).resolve().parents[1] / "paper/sections/parts/method-apps.tex").read_text()
+    assert "\\hvQeToleranceRy\\,Ry" in method and "10^{-5}" not in method

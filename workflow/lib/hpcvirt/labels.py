@@ -255,6 +255,12 @@ def fmt_g(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.3e}"
 
 
+def fmt_power(x: float) -> str:
+    """A bound that is a power of ten as LaTeX (``$10^{-5}$``), any other with :func:`fmt_g`."""
+    e = math.log10(abs(x)) if x > 0 else float("nan")
+    return f"$10^{{{round(e)}}}$" if math.isfinite(e) and math.isclose(e, round(e)) else fmt_g(x)
+
+
 def fmt_axis(x: float) -> str:
     """A value written on a figure: whole numbers from 100 on, else three significant digits."""
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"

@@ -120,6 +120,10 @@ class LAMMPS(Application):
     success = (f"LAMMPS ends normally ('Total wall time'), the loop ran the declared steps on the launched ranks, "
                f"no ERROR or launcher error text, and the total energy drifts by less than {MAX_DRIFT:.0%}")
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The energy drift its rows were accepted below (``\\hvLammpsMaxDrift``, in percent)."""
+        return {"hvLammpsMaxDrift": f"{100 * MAX_DRIFT:g}\\,\\%"}
+
     def job(self, s: dict, entry: dict) -> Job:
         every = max(1, s["steps"] // 10)
         return self.app_job([entry["binary"], "-in", INPUT, "-var", "n", str(s["cells"]), "-var", "steps",

@@ -219,6 +219,12 @@ class QuantumEspresso(Application):
                                  "(hosts without a shared file system, e.g. guests)."},
     }
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The bound of the total energy its rows were accepted within (``\\hvQeToleranceRy``, Ry)."""
+        from ..labels import fmt_power
+
+        return {"hvQeToleranceRy": fmt_power(TOLERANCE_RY)}
+
     def job(self, s: dict, entry: dict) -> Job:
         return self.app_job([entry["binary"], entry.get("pseudo", PSEUDO), str(s["supercell"]), str(s["ecutwfc"]),
                              str(s["kpoints"])] + (["per-host"] if entry.get("stage") == "per-host" else []), s)
