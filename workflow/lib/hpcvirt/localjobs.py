@@ -183,10 +183,17 @@ def serve(directory: str) -> None:
     import signal
     import socket
 
+    def end(*_) -> None:
+        # at once and quietly, wherever it comes: an exception raised from here
+        # inside the import machinery (e.g. a module lock's callback) would only
+        # be printed as "Exception ignored", and the imports would go on
+        shutil.rmtree(directory, ignore_errors=True)
+        os._exit(0)
+
     # Ctrl-C reaches the whole process group: the jobs stop, Snakemake ends, and
     # so does the server when its standard input closes; SIGTERM ends it at once
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, end)
     try:
         for name in PRELOAD:
             importlib.import_module(name)
