@@ -189,8 +189,12 @@ def and_list(items) -> str:
     return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
 
 
+#: A macro name of the paper's numbers: letters only, ``hv`` first.
+MACRO_NAME = re.compile(r"hv[A-Za-z]+")
+
+
 def macro(name: str, value: str) -> str:
-    if not re.fullmatch(r"hv[A-Za-z]+", name):
+    if not MACRO_NAME.fullmatch(name):
         raise ValueError(f"bad macro name {name!r}")
     return f"\\newcommand{{\\{name}}}{{{value}}}\n"
 
@@ -209,7 +213,7 @@ class Macros(dict):
         self.update(values)
 
     def __setitem__(self, name: str, value: str) -> None:
-        if not re.fullmatch(r"hv[A-Za-z]+", str(name)):
+        if not MACRO_NAME.fullmatch(str(name)):
             raise ValueError(f"bad macro name {name!r}")
         if name in self:
             raise ValueError(f"macro \\{name} is made twice: {self[name]!r} and {value!r}")
