@@ -505,11 +505,24 @@ class Application(Benchmark):
 
 class ClientServer(Benchmark):
     """A client/server program, not MPI: the client runs on the testbed's
-    first host and reaches the server at ``{peer}``; where the server
-    listens and on which port are testbed keys
-    (:func:`~hpcvirt.benchmarks.common.server_keys`)."""
+    first host and reaches the server at ``{peer}``.  A declaration names
+    the server's default listen ``port``; where the server listens
+    (``server_host``) and on which port are testbed keys, which the class
+    derives from it."""
 
     mpi = False
+    port: ClassVar[int]   # the server's default listen port (testbed key ``port``)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.testbed_keys = {
+            "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:-]+$", "default": "127.0.0.1",
+                            "description": "Where the server listens on a one-host testbed (inside the private "
+                                           "namespace of the measurement); multi-host testbeds use the second "
+                                           "host."},
+            "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": cls.port,
+                     "description": "Listen port of the server."},
+        }
 
     @staticmethod
     def program(entry: dict) -> list[str]:

@@ -74,17 +74,6 @@ def fill(words, **values) -> list[str]:
     return [str(w).format(**values) if "{" in str(w) else str(w) for w in words]
 
 
-def server_keys(port: int) -> dict:
-    """The testbed keys of a client/server benchmark: where its server listens and on which port."""
-    return {
-        "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:-]+$", "default": "127.0.0.1",
-                        "description": "Where the server listens on a one-host testbed (inside the private "
-                                       "namespace of the measurement); multi-host testbeds use the second host."},
-        "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": port,
-                 "description": "Listen port of the server."},
-    }
-
-
 class WrapperOutput:
     """The lines a per-rank run wrapper (``workflow/scripts/<script>``) adds
     to its application's output on rank 0: a ``hpcvirt-<tag> 1`` header, one

@@ -24,7 +24,7 @@ import json
 
 from ..tidy import Measurement, ParseError
 from .base import ClientServer, Int, Job, Package, View, listening_probe
-from .common import read_text, server_keys
+from .common import read_text
 
 
 def parse(path, *, streams: int | None = None, seconds: int | None = None, omit: int | None = None
@@ -131,7 +131,7 @@ class Iperf3(ClientServer):
     }
     raw_template = "P{streams}_t{seconds}_o{omit}"
     build = Package(("iperf3",))
-    testbed_keys = server_keys(19801)
+    port = 19801
     metrics = {"bandwidth": "MB/s", "stream_bandwidth": "MB/s", "retransmits": "count"}
     success = ("a complete JSON report (its end block) of the declared streams, seconds and warm-up, a result "
                "for every stream, and no iperf3 error")

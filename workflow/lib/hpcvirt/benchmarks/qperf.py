@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .common import read_text, server_keys
+from .common import read_text
 from .base import Choices, ClientServer, Int, Job, Package, PointToPoint
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
@@ -105,7 +105,7 @@ class Qperf(ClientServer):
     }
     raw_template = "{test}_{min_bytes}-{max_bytes}x{factor}_t{seconds_per_size}"
     build = Package(("qperf",))
-    testbed_keys = server_keys(19765)
+    port = 19765
     metrics = {"latency": "us", "bandwidth": "MB/s"}
     point_to_point = PointToPoint("qperf", ("qperf", None, "latency"), ("qperf", None, "bandwidth"), headline=True,
                                   datapath="qperf")
