@@ -287,7 +287,9 @@ def test_every_reference_value_testbed_and_figure_is_in_its_study_section():
     assert studies.unit_of("efficiency_drop_pctpts") == ("efficiency drop", "points")
     # a figure whose experiment is not in the campaign is listed as not reproduced, with why
     assert studies.figure_status("exposito2012", "Fig. 6 (FT, CAG Native)", "data_plot", rmap, available)[0] == \
-        "not reproduced"
+        "counterpart"
+    assert studies.figure_status("exposito2012", "Fig. 6 (FT, CAG Native)", "data_plot", rmap, available - {"npb"}) \
+        == ("not reproduced", "npb not measured in this campaign")
     assert studies.figure_status("atif2016", "Fig. 1a", "data_plot", rmap, available - {"osu"}) == \
         ("not reproduced", "osu not measured in this campaign")
 
