@@ -124,8 +124,11 @@ def test_the_paper_states_the_drift_the_parser_accepts_below(monkeypatch):
     """The method section's bound of the energy drift is the parser's own (\\hvLammpsMaxDrift), not typed."""
     from hpcvirt.benchmarks import REGISTRY, lammps
 
-    assert REGISTRY["lammps"].numbers(None) == {"hvLammpsMaxDrift": "1\\,\\%"}
+    import pandas as pd
+
+    rows = pd.DataFrame({"ranks": [2, 1, 2]})
+    assert REGISTRY["lammps"].numbers(rows) == {"hvLammpsMaxDrift": "1\\,\\%", "hvLammpsRanks": "1 and 2"}
     monkeypatch.setattr(lammps, "MAX_DRIFT", 0.005)
-    assert REGISTRY["lammps"].numbers(None) == {"hvLammpsMaxDrift": "0.5\\,\\%"}
+    assert REGISTRY["lammps"].numbers(rows)["hvLammpsMaxDrift"] == "0.5\\,\\%"
     method = (ROOT / "paper/sections/parts/method-apps.tex").read_text()
     assert "drifts by less than \\hvLammpsMaxDrift." in method

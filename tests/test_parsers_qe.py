@@ -299,10 +299,13 @@ def test_the_paper_states_the_tolerance_the_parser_accepts_with(monkeypatch):
 
     from hpcvirt.benchmarks import REGISTRY, qe
 
-    assert REGISTRY["qe"].numbers(None) == {"hvQeToleranceRy": "$10^{-5}$"}
+    import pandas as pd
+
+    rows = pd.DataFrame({"variant": ["Si8 27 Ry k6", "Si2 24 Ry k2", "Si8 27 Ry k6"]})
+    assert REGISTRY["qe"].numbers(rows) == {"hvQeToleranceRy": "$10^{-5}$", "hvQeAtoms": "2 and 8"}
     monkeypatch.setattr(qe, "TOLERANCE_RY", 1e-6)
-    assert REGISTRY["qe"].numbers(None) == {"hvQeToleranceRy": "$10^{-6}$"}
+    assert REGISTRY["qe"].numbers(rows)["hvQeToleranceRy"] == "$10^{-6}$"
     monkeypatch.setattr(qe, "TOLERANCE_RY", 2.5e-6)                  # not a power of ten: as written
-    assert REGISTRY["qe"].numbers(None) == {"hvQeToleranceRy": "2.5e-06"}
+    assert REGISTRY["qe"].numbers(rows)["hvQeToleranceRy"] == "2.5e-06"
     method = (Path(__file__).resolve().parents[1] / "paper/sections/parts/method-apps.tex").read_text()
     assert "\\hvQeToleranceRy\\,Ry" in method and "10^{-5}" not in method

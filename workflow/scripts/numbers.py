@@ -10,7 +10,7 @@ from hpcvirt import numbers
 from hpcvirt.atomic import write_text
 from hpcvirt.labels import Macros
 from hpcvirt.paper import benchmark_numbers, campaign_numbers, commprof_numbers, streams_numbers
-from hpcvirt.tables import apps_tex, overheads_tex, placement_tex, results_table_tex
+from hpcvirt.tables import apps_tex, mapping_tex, overheads_tex, placement_tex, results_table_tex
 from hpcvirt.views import VIEWS
 
 snakemake = globals()["snakemake"]
@@ -54,6 +54,7 @@ with open(snakemake.log[0], "w") as log:
             write_text(snakemake.output[f"{v.name}_table"],
                        v.tex(summary, tidy, **{p: view_params[p] for p in v.params}))
     write_text(snakemake.output.apps, apps_tex(tidy))
+    write_text(snakemake.output.mapping, mapping_tex(tidy, set(every)))
     write_text(snakemake.output.overheads, overheads_tex(tidy, latency_bytes=latency_bytes))
     write_text(snakemake.output.placement, place_table)
     write_text(snakemake.output.table, results_table_tex(summary, latency_bytes=latency_bytes))

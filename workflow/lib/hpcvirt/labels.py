@@ -191,6 +191,9 @@ def and_list(items) -> str:
 
 #: A macro name of the paper's numbers: letters only, ``hv`` first.
 MACRO_NAME = re.compile(r"hv[A-Za-z]+")
+#: A number's macro where LaTeX text uses it (group 1: its name; ``\\hvpart`` and other commands of the
+#: paper's own begin with a lowercase letter after ``hv``).
+MACRO_USE = re.compile(r"\\(hv[A-Z][A-Za-z]*)")
 
 
 def macro(name: str, value: str) -> str:

@@ -22,7 +22,7 @@ from .benchmarks import REGISTRY
 from .benchmarks.base import Application, PinnedSource
 from .analysis import headline
 from .kinds import Qemu
-from .labels import Macros, camel, fmt, fmt_bytes, latex_escape, path_key
+from .labels import MACRO_USE, Macros, camel, fmt, fmt_bytes, latex_escape, path_key
 
 def config_key(row) -> str:
     # a benchmark below MPI (rows of mpi none: raw TCP) in the MPI's place
@@ -165,7 +165,6 @@ def benchmark_numbers(tidy: pd.DataFrame) -> list[tuple[str, dict[str, str]]]:
 
 # ------------------------------------------------------------------ parts
 PART_CALL = re.compile(r"\\hvpart\{([a-z0-9-]+)\}")
-MACRO_USE = re.compile(r"\\(hv[A-Z][A-Za-z]*)")
 FIGURE_USE = re.compile(r"\\includegraphics(?:\[[^\]]*\])?\{([^}.]+)(?:\.pdf)?\}|\\ref\{fig:([^}]+)\}")
 
 

@@ -20,7 +20,9 @@ A benchmark is one module in this package that declares, in one class:
 * ``success`` (the criterion, in words) and ``metrics`` (name -> unit), both
   enforced by ``parse()``, which turns a raw output into
   :class:`~hpcvirt.tidy.Measurement` rows or raises
-  :class:`~hpcvirt.tidy.ParseError` naming the file.
+  :class:`~hpcvirt.tidy.ParseError` naming the file;
+* ``counterparts``: the studies' experiments it stands in for
+  (:class:`Counterpart`, a row each of the paper's mapping table).
 
 Matrix, config validation, launch, parse, Slurm shapes and provenance
 iterate over :data:`REGISTRY` and name no benchmark (the analyses and
@@ -34,13 +36,13 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, ClientServer, Compiled, Group,
-                   Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource, PointToPoint,
-                   View)
+from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, ClientServer, Compiled,
+                   Counterpart, Group, Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource,
+                   PointToPoint, View)
 
 __all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Choice", "Choices", "ClientServer",
-           "Compiled", "Group", "Int", "Ints", "Job", "Library", "Mpis", "Package", "Param", "Paths", "PinnedSource",
-           "PointToPoint", "View",
+           "Compiled", "Counterpart", "Group", "Int", "Ints", "Job", "Library", "Mpis", "Package", "Param", "Paths",
+           "PinnedSource", "PointToPoint", "View",
            "REGISTRY", "Registry", "enabled", "MODULES"]
 
 

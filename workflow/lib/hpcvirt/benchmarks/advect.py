@@ -40,7 +40,7 @@ from __future__ import annotations
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
 from ..placement import chain_messages, placement_label
-from .base import Benchmark, Bool, Compiled, Group, Int, Ints, Job, Mpis, View
+from .base import Benchmark, Bool, Compiled, Counterpart, Group, Int, Ints, Job, Mpis, View
 
 SINGLE = ("ranks", "steps", "warmup", "halo_bytes", "messages", "messages_network", "time_total_s")
 
@@ -217,6 +217,8 @@ class Advect(Benchmark):
                       "mpi.<mpi>.advect; on one-host testbeds set experiments.placement.enabled: false")
     metrics = {"time_per_step": "us", "compute_per_step": "us", "comm_per_step": "us", "messages": "count",
                "messages_network": "count", "network_share": "fraction"}
+    counterparts = (Counterpart("Stencil per placement", r"\citet{nanos2010}, advection code",
+                                r"own stencil; \hvPlaceRanks{} ranks"),)
     success = ("an `end` line, verification SUCCESSFUL (or SKIPPED when verify is off), and rank, step and "
                "message counts equal to those the requested placement implies")
     views = (View("placement", "summary", placement_summary, "Per testbed, MPI and placement of the stencil: time, "

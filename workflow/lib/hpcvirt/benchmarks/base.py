@@ -247,6 +247,21 @@ class View:
     macros: Callable[..., dict[str, str]] | None = None
 
 
+@dataclass(frozen=True)
+class Counterpart:
+    """A row of the paper's table of the studies' experiments this benchmark
+    stands in for (LaTeX): what of it (``ours``), the study's experiment
+    (``study``) and how the two differ (``differences``).  What the campaign
+    ran is written as macros of the paper's numbers (e.g. the benchmark's
+    own ``numbers``), never typed.  The row is in the table of every
+    campaign that has the benchmark's rows (:func:`hpcvirt.tables.mapping_tex`),
+    and such a campaign must make every macro it names."""
+
+    ours: str
+    study: str
+    differences: str
+
+
 # --------------------------------------------------------------------- jobs
 #: The interconnect label (tidy column ``interconnect``) of each data path a
 #: job may ask for (``Job.path``, the testbed's ``mpi.<mpi>.paths``).
@@ -311,6 +326,8 @@ class Benchmark:
     row_prefix: ClassVar[str] = ""
     # the views of its rows the figures draw (View), computed by the views rule
     views: ClassVar[tuple[View, ...]] = ()
+    # the studies' experiments it stands in for, a row each of the paper's mapping table (Counterpart)
+    counterparts: ClassVar[tuple[Counterpart, ...]] = ()
 
     def declares(self, metric: str, unit: str) -> bool:
         """Whether ``metric`` with ``unit`` is one of its declared ``metrics`` (a declared name may hold

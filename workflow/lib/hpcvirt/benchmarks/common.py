@@ -69,6 +69,13 @@ def check_no_mpi_error(path: str | Path, text: str, pattern: re.Pattern[str] = M
         raise ParseError(path, f"the run failed (launcher/MPI error text at line {lineno}: {line!r})")
 
 
+def ranks_text(rows) -> str:
+    """The rank counts of tidy rows as the text names them (``1, 2 and 4``), or ``none``."""
+    from ..labels import and_list
+
+    return and_list(str(r) for r in sorted({int(r) for r in rows["ranks"].dropna()})) or "none"
+
+
 def fill(words, **values) -> list[str]:
     """Fill ``{name}`` placeholders of an argv template (words without braces stay)."""
     return [str(w).format(**values) if "{" in str(w) else str(w) for w in words]

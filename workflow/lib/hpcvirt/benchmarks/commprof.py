@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Ints, Job, Library, Paths, PinnedSource, View
+from .base import Benchmark, Choices, Counterpart, Ints, Job, Library, Paths, PinnedSource, View
 from .npb import CLASSES, KERNELS
 from .npb import BENCHMARK as NPB
 
@@ -123,6 +123,8 @@ class CommProfile(Benchmark):
     build = PinnedSource("NPB", "3.4.1", suite="npb",
                          library=Library("workflow/src/commprof.c", LIB, "openmpi", ("-lmpi_mpifh",)))
     metrics = {"mpi_time_share": "fraction", "wall_time": "s", "bytes_sent": "count"}
+    counterparts = (Counterpart("NPB communication profiles", r"\citet{atif2016}, Fig.~3 (IPM)",
+                                "own PMPI library instead of IPM"),)
     success = ("the NPB run is accepted (complete summary, verification SUCCESSFUL) and the profile block is complete "
                "(a rank line per rank, end line)")
     views = (View("mpi_time_shares", "summary", lambda s: commprof_summary(s)[0], "Per testbed, kernel and "

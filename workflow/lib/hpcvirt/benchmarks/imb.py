@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
+from .base import Benchmark, Choices, Counterpart, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
 from .common import check_no_mpi_error, error_re, read_text
 
 TITLE_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks (?P<version>\S+), MPI-1 part", re.M)
@@ -170,6 +170,8 @@ class IMB(Benchmark):
                 "official archive"),
                ("mpi-benchmarks-IMB-v2021.3.tar.gz", "7a22e0406d04ec45ee89eae8c2e511ca7661ef4b0389bf28a40763bd8c050ecd",
                 "mirror copy")))
+    counterparts = (Counterpart("IMB PingPong", r"\citet{exposito2012}, ping-pong (Figs.~4--5)",
+                                "same tool; loopback, bridge, guests"),)
     success = ("a complete table for the benchmark up to 2^max_log2 bytes and the line "
                "'All processes entering MPI_Finalize', with no launcher/MPI error text")
     views = (View("agreement", "tidy", agreement, "Per testbed, MPI and path: IMB PingPong against NetPIPE, latency "

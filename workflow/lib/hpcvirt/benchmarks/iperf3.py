@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from ..tidy import Measurement, ParseError
-from .base import ClientServer, Int, Job, Package, View, listening_probe
+from .base import ClientServer, Counterpart, Int, Job, Package, View, listening_probe
 from .common import read_text
 
 
@@ -138,6 +138,8 @@ class Iperf3(ClientServer):
     views = (View("streams", "tidy", streams_view, "Per data path: the aggregate bandwidth of the concurrent TCP "
                   "streams, median and CI over rounds, and retransmissions."),
              View("stream_each", "tidy", stream_each, "Per data path and stream: the stream's median bandwidth."))
+    counterparts = (Counterpart(r"iperf3, \hvStreamsCount{} streams", r"\citet{nanos2010}, streams between "
+                                "hosts", "namespaces, not guests"),)
 
     def job(self, s: dict, entry: dict) -> Job:
         port = str(entry["port"])

@@ -41,8 +41,8 @@ a broken run (lost atoms, a corrupted exchange) moves it by far more.
 from __future__ import annotations
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Int, Job, Package
-from .common import Patterns, check_no_mpi_error, error_re, read_text, results
+from .base import Application, Counterpart, Int, Job, Package
+from .common import Patterns, check_no_mpi_error, error_re, ranks_text, read_text, results
 
 INPUT = "workflow/inputs/lammps/in.lj"
 MAX_DRIFT = 0.01
@@ -117,12 +117,15 @@ class LAMMPS(Application):
     build = Package(("lammps",))
     metrics = {"loop_time": "s", "time_per_step": "us", "performance": "tau/day", "energy_drift": "fraction",
                "atoms": "count"}
+    counterparts = (Counterpart("LAMMPS LJ melt", r"\citet{atif2016}, NAMD",
+                                r"stand-in for NAMD; \hvLammpsRanks{} ranks"),)
     success = (f"LAMMPS ends normally ('Total wall time'), the loop ran the declared steps on the launched ranks, "
                f"no ERROR or launcher error text, and the total energy drifts by less than {MAX_DRIFT:.0%}")
 
     def numbers(self, rows) -> dict[str, str]:
-        """The energy drift its rows were accepted below (``\\hvLammpsMaxDrift``, in percent)."""
-        return {"hvLammpsMaxDrift": f"{100 * MAX_DRIFT:g}\\,\\%"}
+        """The energy drift its rows were accepted below (``\\hvLammpsMaxDrift``, in percent) and the rank
+        counts it ran (``\\hvLammpsRanks``)."""
+        return {"hvLammpsMaxDrift": f"{100 * MAX_DRIFT:g}\\,\\%", "hvLammpsRanks": ranks_text(rows)}
 
     def job(self, s: dict, entry: dict) -> Job:
         every = max(1, s["steps"] // 10)

@@ -81,8 +81,8 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Choices, Int, Job, PinnedSource
-from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, read_text, results
+from .base import Application, Choices, Counterpart, Int, Job, PinnedSource
+from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, ranks_text, read_text, results
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
 WRAPPER = "workflow/scripts/milc-run"
@@ -333,6 +333,10 @@ class MILC(Application):
     }
     raw_template = "{mpi}-{path}_l{lattice}_t{trajectories}_n{ranks}"
 
+    def numbers(self, rows) -> dict[str, str]:
+        """The rank counts it ran (``\\hvMilcRanks``)."""
+        return {"hvMilcRanks": ranks_text(rows)}
+
     def raw_params(self, s: dict) -> str:
         return super().raw_params(s) + ("" if s.get("steps", STEPS) == STEPS else f"_s{s['steps']}")
     # MILC publishes no release archive for this commit and no checksum of GitHub's archive of it: only the
@@ -345,6 +349,8 @@ class MILC(Application):
         files=((f"milc_qcd-{VERSION[:8]}.tar.gz", "307c65568ed7c48088a2b031c2a3e714922a80d9535370c0977215f60058da4b",
                 "mirror copy"),))
     metrics = {"wall_time": "s", "time_per_trajectory": "s", "time_per_cg_iteration": "us", "cg_iterations": "count"}
+    counterparts = (Counterpart(r"MILC \texttt{su3\_rhmd\_hisq}", r"\citet{ramakrishnan2011} Fig.~1b",
+                                r"not \texttt{su3\_rmd}; \hvMilcRanks{} ranks; interconnect classes as stand-ins"),)
     success = ("MILC reaches its normal end ('RUNNING COMPLETED', 'exit:', the wrapper's 'end') on the launched ranks, "
                "every CG converges, and after every trajectory the plaquettes, delta S, chiral condensates and "
                "fermion actions agree with the recorded references within the tolerances of MILC's own test "

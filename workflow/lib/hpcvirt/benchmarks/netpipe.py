@@ -26,7 +26,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
-from .base import Benchmark, Int, Job, Mpis, Package, Paths, PointToPoint
+from .base import Benchmark, Counterpart, Int, Job, Mpis, Package, Paths, PointToPoint
 
 LINE_RE = re.compile(
     r"^\s*(?P<idx>\d+):\s+(?P<bytes>\d+) bytes\s+(?P<times>\d+) times -->\s+"
@@ -97,6 +97,14 @@ class NetPIPE(Benchmark):
     metrics = {"latency": "us", "bandwidth": "Mbit/s"}
     point_to_point = PointToPoint("NetPIPE", ("netpipe", None, "latency"), ("netpipe", None, "bandwidth"), headline=True,
                                   datapath="netpipe")
+    counterparts = (
+        Counterpart("NetPIPE, shared memory", r"\citet{exposito2012}, intra-VM ping-pong",
+                    "two ranks on one host or in one guest"),
+        Counterpart("NetPIPE, TCP", r"\citet{exposito2012}, ping-pong over Ethernet",
+                    "loopback, a software bridge or guests instead of a NIC"),
+        Counterpart("NetPIPE per data path", r"\citet{nanos2010}, bridged vs.\ IOV; \citet{richter2015}, GRE",
+                    "macvlan for IOV, VXLAN for GRE"),
+    )
     success = ("every size from min_bytes to max_bytes has a complete result line, sizes increase, "
                "and no launcher/MPI error text appears")
 

@@ -50,8 +50,8 @@ import re
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .common import check_no_mpi_error, error_re
-from .base import Benchmark, Choices, Ints, Job, Mpis, Paths, PinnedSource, View
+from .common import check_no_mpi_error, error_re, ranks_text
+from .base import Benchmark, Choices, Counterpart, Ints, Job, Mpis, Paths, PinnedSource, View
 
 COMPLETED_RE = re.compile(r"^\s*(?P<name>[A-Z][A-Z0-9-]*) Benchmark Completed\.?\s*$", re.MULTILINE)
 FIELD_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z /]*?)\s*=\s*(?P<value>.*?)\s*$")
@@ -308,6 +308,8 @@ class NPB(Benchmark):
         files=(("NPB3.4.1.tar.gz", "f3a43467da6e84a829ea869156d3ea86c17932136bb413a4b6dab23018a28881", "official archive"),
                ("NPB3.4.1.tar.gz", "96aed4c0ef25991526943b30c8ef8ff9ce7e00fff301783e80cf591fa321818e", "mirror copy")))
     metrics = {"mops_total": "Mop/s", "mops_per_process": "Mop/s", "time": "s"}
+    counterparts = (Counterpart(r"NPB \hvNpbKernels", r"\citet{exposito2012} Fig.~6, \citet{atif2016} Fig.~2",
+                                r"class \hvNpbClasses; \hvNpbRanksOneHost{} processes"),)
     success = "one result summary with every field, Verification = SUCCESSFUL, no error text"
     views = (View("kernels", "summary", npb_summary, "Per testbed, NPB kernel, class and process count: Mop/s and "
                   "time of verified runs.", tex=npb_tex, macros=npb_macros),
@@ -324,14 +326,12 @@ class NPB(Benchmark):
         def kernels(d) -> str:
             return and_list(k.upper() for k in KERNELS if (d["benchmark"] == f"{ROW_PREFIX}{k}").any()) or "none"
 
-        def ranks(d) -> str:
-            return and_list(str(r) for r in sorted({int(r) for r in d["ranks"]})) or "none"
-
         one_host = rows["interconnect"] == "shm"
         return {"hvNpbKernels": kernels(rows),
                 "hvNpbGuestKernels": kernels(rows[rows["virtualization"].map(guest_accel) != ""]),
                 "hvNpbClasses": and_list(c for c in CLASSES if (rows["variant"] == c).any()),
-                "hvNpbRanksOneHost": ranks(rows[one_host]), "hvNpbRanksSpread": ranks(rows[~one_host])}
+                "hvNpbRanksOneHost": ranks_text(rows[one_host]),
+                "hvNpbRanksSpread": ranks_text(rows[~one_host])}
 
     def check(self, exp: dict) -> str | None:
         return nprocs_problem(exp)

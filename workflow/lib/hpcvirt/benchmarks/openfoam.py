@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Int, Ints, Job, Package
+from .base import Application, Counterpart, Int, Ints, Job, Package
 from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
@@ -124,6 +124,8 @@ class OpenFOAM(Application):
     raw_template = "{mpi}-{path}_r{refine_pct}_t{end_time_ms}_n{ranks}"
     build = Package(("openfoam", "openfoam-examples"))
     metrics = {"wall_time": "s", "time_per_step": "us", "steps": "count", "cells": "count"}
+    counterparts = (Counterpart("OpenFOAM damBreak", r"\citet{richter2015}, Table~1",
+                                r"\hvCores{} cores; namespaces as servers; guests on a smaller input"),)
     success = ("the staging steps succeed, the solver reaches the end time and ends normally ('end'), "
                "no FOAM FATAL ERROR and no launcher error text")
 

@@ -61,7 +61,7 @@ from pathlib import Path
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, error_re
-from .base import Benchmark, Choices, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
+from .base import Benchmark, Choices, Counterpart, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
 
 TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
 DATATYPE_RE = re.compile(r"^# Datatype: (?P<datatype>\w+)\.?\s*$")
@@ -318,6 +318,8 @@ class OSU(Benchmark):
     metrics = {"latency_avg": "us", "latency_min": "us", "latency_max": "us", "latency_p{n}": "us",
                "bandwidth": "MB/s", "bandwidth_p{n}": "MB/s"}
     point_to_point = PointToPoint("OSU", ("osu_latency", None, "latency_avg"), ("osu_bw", None, "bandwidth"))
+    counterparts = (Counterpart(r"OSU \hvOsuTests", r"\citet{atif2016}, Fig.~1",
+                                "same tool; fewer iterations and sizes"),)
     success = ("a title, a column header and a complete numeric row for every size up to max_bytes, "
                "as many pairs as asked (osu_mbw_mr), and no launcher/MPI error text")
     views = (View("multipair", "tidy", multipair, "Per testbed, MPI and path: the peak aggregate bandwidth of "

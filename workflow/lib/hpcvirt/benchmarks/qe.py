@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Int, Job, Package
+from .base import Application, Counterpart, Int, Job, Package
 from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
@@ -69,6 +69,9 @@ REFERENCE_RY: dict[tuple[int, int, int], float] = {
 #: k 4 -> 6: 1.5e-3 Ry).
 TOLERANCE_RY = 1e-5
 
+#: Its rows' variant: the input (atoms of the Si supercell, cutoff, k-points per axis), e.g. ``Si8 27 Ry k6``.
+VARIANT = "Si{atoms} {ecut} Ry k{kpoints}"
+VARIANT_ATOMS = re.compile(r"^Si(\d+) ")
 ERRORS = error_re(r"^\s*Error in routine ", r"Fortran runtime error", r"^qe-pw: ")
 OUTPUT = WrapperOutput("qe", "workflow/scripts/qe-pw", "supercell", "atoms", "ecutwfc", "kpoints", "ranks")
 # the timing report: "  3.41s", "  3m 3.27s", " 1h25m" (clocks_handler's three formats)
@@ -181,7 +184,8 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
                     ("time_per_iteration", "s", scf_wall / n_iter, n_iter),
                     ("scf_iterations", "count", n_iter),
                     ("total_energy", "Ry", e)],
-                   benchmark="qe-pw", ranks=ranks, variant=f"Si{atoms} {ecut} Ry k{kpoints}", verified=ref is not None,
+                   benchmark="qe-pw", ranks=ranks, variant=VARIANT.format(atoms=atoms, ecut=ecut, kpoints=kpoints),
+                   verified=ref is not None,
                    extra=extra)
 
 
@@ -204,6 +208,8 @@ class QuantumEspresso(Application):
     raw_template = "{mpi}-{path}_s{supercell}_e{ecutwfc}_k{kpoints}_n{ranks}"
     build = Package(("quantum-espresso", "quantum-espresso-data"))
     metrics = {"wall_time": "s", "time_per_iteration": "s", "scf_iterations": "count", "total_energy": "Ry"}
+    counterparts = (Counterpart(r"QE \texttt{pw.x}, bulk Si", r"\citet{ramakrishnan2011} Fig.~1a",
+                                r"stand-in for PARATEC; \hvQeAtoms{} atoms"),)
     success = ("pw.x ends normally ('JOB DONE.', wrapper 'end'), the scf converges, pw.x ran on the launched ranks "
                "and hosts with the asked-for atoms and cutoff, no launcher, MPI or pw.x error text, and the total "
                "energy is within 1e-5 Ry of the input's reference energy (rows of an input without one are "
@@ -220,10 +226,12 @@ class QuantumEspresso(Application):
     }
 
     def numbers(self, rows) -> dict[str, str]:
-        """The bound of the total energy its rows were accepted within (``\\hvQeToleranceRy``, Ry)."""
-        from ..labels import fmt_power
+        """The bound of the total energy its rows were accepted within (``\\hvQeToleranceRy``, Ry) and the
+        atoms of the inputs it ran (``\\hvQeAtoms``)."""
+        from ..labels import and_list, fmt_power
 
-        return {"hvQeToleranceRy": fmt_power(TOLERANCE_RY)}
+        atoms = sorted({int(VARIANT_ATOMS.match(v).group(1)) for v in rows["variant"].astype(str)})
+        return {"hvQeToleranceRy": fmt_power(TOLERANCE_RY), "hvQeAtoms": and_list(map(str, atoms))}
 
     def job(self, s: dict, entry: dict) -> Job:
         return self.app_job([entry["binary"], entry.get("pseudo", PSEUDO), str(s["supercell"]), str(s["ecutwfc"]),

@@ -20,7 +20,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import read_text
-from .base import Choices, ClientServer, Int, Job, Package, PointToPoint
+from .base import Choices, ClientServer, Counterpart, Int, Job, Package, PointToPoint
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
 FIELD_RE = re.compile(r"^\s+(?P<key>\w+)\s+=\s+(?P<value>\d+(?:\.\d+)?)\s+(?P<unit>ns|bytes/sec|bytes)\s*$")
@@ -109,6 +109,9 @@ class Qperf(ClientServer):
     metrics = {"latency": "us", "bandwidth": "MB/s"}
     point_to_point = PointToPoint("qperf", ("qperf", None, "latency"), ("qperf", None, "bandwidth"), headline=True,
                                   datapath="qperf")
+    counterparts = (Counterpart(r"qperf \texttt{tcp\_lat}", r"\citet{exposito2012}, Hpcbench TCP", "different tool"),
+                    Counterpart(r"qperf \texttt{tcp\_bw}", r"\citet{nanos2010}, netperf/iperf streams",
+                                "a single stream"))
     success = "a result with value and size for every requested size, and no connection error"
 
     def job(self, s: dict, entry: dict) -> Job:
