@@ -91,10 +91,15 @@ OUTPUT = WrapperOutput("milc", WRAPPER, "lattice", "trajectories", "ranks")
 ERRORS = error_re(r"^milc-run: ", r"^termination: ",
                   r"LAYOUT: Can't lay out", r"LATTICE SIZE DOESN'T FIT", r"^Can't open stdin file",
                   r"get_[a-z]+\(\d+\): Expecting")
+#: The reference input's settings, as MILC echoes them (any other input has no reference values).
+INPUT = {"iseed": "4563421", "beta": "6.7", "dyn_mass": "0.01 0.05 0.5", "dyn_flavors": "2 1 1",
+         "microcanonical_time_step": "0.04", "n_pseudo": "5", "u0": "0.89"}
+#: The input's keys MILC echoes that the parser reads: the lattice, the trajectories and their steps, and the
+#: reference input's settings.
+ECHOED = ("nx", "ny", "nz", "nt", "trajecs", "steps_per_trajectory", *INPUT)
 LINES = Patterns(
     machine=r"^Machine = .*?, with (\d+) nodes?\s*$",
-    echo=r"^(nx|ny|nz|nt|trajecs|iseed|beta|dyn_mass|dyn_flavors|microcanonical_time_step|"
-         r"steps_per_trajectory|n_pseudo|u0) (.+?)\s*$",
+    echo=rf"^({'|'.join(ECHOED)}) (.+?)\s*$",
     cg=r"^CONGRAD5: time = (\S+) \(.*?\) masses = \d+ iters = (\d+)",
     not_converged=r"^.*\bNOT (?:converged|CONVERGED)\b.*$",
     time=r"^Time = (\S+) seconds\s*$",
@@ -105,9 +110,6 @@ LINES = Patterns(
     faction=r"^FACTION: mass = (\S+),\s+(\S+) \(",
 )
 
-#: The reference input's settings, as MILC echoes them (any other input has no reference values).
-INPUT = {"iseed": "4563421", "beta": "6.7", "dyn_mass": "0.01 0.05 0.5", "dyn_flavors": "2 1 1",
-         "microcanonical_time_step": "0.04", "n_pseudo": "5", "u0": "0.89"}
 #: MILC's molecular-dynamics steps per trajectory in the reference input (its own tests' number)
 STEPS = 12
 

@@ -212,8 +212,8 @@ class QuantumEspresso(Application):
                                 r"stand-in for PARATEC; \hvQeAtoms{} atoms"),)
     success = ("pw.x ends normally ('JOB DONE.', wrapper 'end'), the scf converges, pw.x ran on the launched ranks "
                "and hosts with the asked-for atoms and cutoff, no launcher, MPI or pw.x error text, and the total "
-               "energy is within 1e-5 Ry of the input's reference energy (rows of an input without one are "
-               "unverified)")
+               f"energy is within {TOLERANCE_RY:g} Ry of the input's reference energy (rows of an input without one "
+               "are unverified)")
 
     testbed_keys = {
         "pseudo": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%-]+$",
