@@ -177,3 +177,18 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
     assert ensure_binary(tbs["vm"], in_guests) == {"path": "/usr/local/bin/hpcvirt-advect-openmpi"}
     pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe" and x.testbed == "local")
     assert ensure_binary(tbs[pp.testbed], pp) == {"path": "NPopenmpi"}
+
+
+def test_the_studys_placements_in_the_method_are_computed_as_the_check_computes_them(monkeypatch):
+    """The method's worked example (Nanos et al.'s 16 ranks on two hosts in blocks of 8, 2 and 1) states the
+    shares of messages that cross the network as hpcvirt.placement computes them for a run's check."""
+    from hpcvirt.benchmarks import advect
+
+    rows = pd.DataFrame({"iteration_count": [200], "msg_bytes": [8192]})
+    got = REGISTRY["advect"].numbers(rows)
+    assert (got["hvPlaceStudyRanks"], got["hvPlaceStudyBlocks"]) == ("16", "8, 2 and 1")
+    assert got["hvPlaceStudyShares"] == "6.7\\,\\%, 46.7\\,\\% and 100\\,\\%"
+    monkeypatch.setattr(advect, "STUDY_BLOCKS", (4, 16))         # 3 of 15 links cross; none
+    assert REGISTRY["advect"].numbers(rows)["hvPlaceStudyShares"] == "20\\,\\% and 0\\,\\%"
+    method = (ROOT / "paper/sections/parts/method-placement.tex").read_text()
+    assert "\\hvPlaceStudyShares{}" in method and "46.7" not in method

@@ -39,8 +39,12 @@ from __future__ import annotations
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
-from ..placement import chain_messages, placement_label
+from ..placement import chain_crossing, chain_messages, placement_label, plane_hosts
 from .base import Benchmark, Bool, Compiled, Counterpart, Group, Int, Ints, Job, Mpis, View
+
+#: Nanos et al.'s placements as the method section gives them: their 16 ranks on two hosts in blocks of
+#: 8, 2 and 1 ranks; the shares of the messages that cross the network are computed (hpcvirt.placement).
+STUDY_RANKS, STUDY_BLOCKS = 16, (8, 2, 1)
 
 SINGLE = ("ranks", "steps", "warmup", "halo_bytes", "messages", "messages_network", "time_total_s")
 
@@ -254,11 +258,16 @@ class Advect(Benchmark):
                 "variant": f"{s['block']} per block", "warmup": f"{s['warmup']} untimed steps"}
 
     def numbers(self, rows) -> dict[str, str]:
-        """The run's facts the placement section cites: time steps and halo size (of the first run)."""
-        from ..labels import fmt_bytes
+        """The run's facts the placement section cites: time steps and halo size (of the first run); and the
+        study's placements (``STUDY_RANKS`` in blocks of ``STUDY_BLOCKS`` on two hosts) with the share of
+        their messages that crosses the network, as the benchmark's check computes it."""
+        from ..labels import and_list, fmt_bytes
 
+        shares = (100 * float(chain_crossing(plane_hosts(("h0", "h1"), STUDY_RANKS, b))) for b in STUDY_BLOCKS)
         return {"hvPlaceSteps": str(int(rows["iteration_count"].iloc[0])),
-                "hvPlaceHalo": fmt_bytes(int(rows["msg_bytes"].iloc[0]))}
+                "hvPlaceHalo": fmt_bytes(int(rows["msg_bytes"].iloc[0])),
+                "hvPlaceStudyRanks": str(STUDY_RANKS), "hvPlaceStudyBlocks": and_list(map(str, STUDY_BLOCKS)),
+                "hvPlaceStudyShares": and_list(f"{s:.1f}".removesuffix(".0") + "\\,\\%" for s in shares)}
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
         return parse(raw, expected=expected)
