@@ -1,10 +1,9 @@
 """The campaign's tables in the paper, as LaTeX: the headline results, the
-paired overheads, the placement experiment and the applications (a table of
-one benchmark's own view is its view's ``tex``, declared with the view).  The table of the studies'
-experiments the benchmarks stand in for comes from their declarations
-(``counterparts``).  The numbers the text
-cites from the same quantities are declared in ``workflow/numbers.yaml``
-(:mod:`hpcvirt.numbers`)."""
+paired overheads, the placement experiment, the applications and the
+studies' experiments the benchmarks stand in for (from their declared
+``counterparts``); a table of one benchmark's own view is its view's
+``tex``, declared with the view.  The numbers the text cites from the same
+quantities are declared in ``workflow/numbers.yaml`` (:mod:`hpcvirt.numbers`)."""
 
 from __future__ import annotations
 
@@ -211,8 +210,7 @@ def mapping_tex(tidy: pd.DataFrame, defined: set[str]) -> str:
              "\\label{tab:mapping}\n",
              "\\begin{tabular}{@{}" + "".join(f">{{\\raggedright\\arraybackslash}}p{{{w}\\linewidth}}"
                                               for w in (0.28, 0.33, 0.33)) + "@{}}\n\\toprule\n",
-             "This artifact & Study experiment & Differences \\\\\n\\midrule\n"]
+             "This campaign & Study experiment & Differences \\\\\n\\midrule\n"]
     lines += [f"{c.ours} & {c.study} & {c.differences} \\\\\n" for c in rows]
     lines.append("\\bottomrule\n\\end{tabular}\n\\end{table}\n")
     return "".join(lines)
-
