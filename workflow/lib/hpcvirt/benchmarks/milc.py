@@ -335,10 +335,6 @@ class MILC(Application):
     }
     raw_template = "{mpi}-{path}_l{lattice}_t{trajectories}_n{ranks}"
 
-    def numbers(self, rows) -> dict[str, str]:
-        """The rank counts it ran (``\\hvMilcRanks``)."""
-        return {"hvMilcRanks": ranks_text(rows)}
-
     def raw_params(self, s: dict) -> str:
         return super().raw_params(s) + ("" if s.get("steps", STEPS) == STEPS else f"_s{s['steps']}")
     # MILC publishes no release archive for this commit and no checksum of GitHub's archive of it: only the
@@ -357,6 +353,10 @@ class MILC(Application):
                "every CG converges, and after every trajectory the plaquettes, delta S, chiral condensates and "
                "fermion actions agree with the recorded references within the tolerances of MILC's own test "
                "(su3_rhmd_hisq.1.errtol); no launcher/MPI error text")
+
+    def numbers(self, rows) -> dict[str, str]:
+        """The rank counts it ran (``\\hvMilcRanks``)."""
+        return {"hvMilcRanks": ranks_text(rows)}
 
     def check(self, exp: dict) -> str | None:
         sets = [{"lattice": lat, "steps": exp.get("steps", STEPS), **inp}
