@@ -294,6 +294,16 @@ def test_every_reference_value_testbed_and_figure_is_in_its_study_section():
         ("not reproduced", "osu not measured in this campaign")
 
 
+def test_a_figure_that_reports_values_says_whether_they_are_drawn():
+    """A study figure listed without data that also reports values (Atif et al.'s Fig. 1a and 4b) is of
+    kind VALUES: its row says its values are not drawn beside ours, and why."""
+    studies, ref, testbeds, figs, rmap = _study_inputs()
+    kinds = dict(studies.figures_of("atif2016", ref, figs))
+    assert kinds["Fig. 1a"] == kinds["Fig. 4b"] == studies.VALUES and kinds["Fig. 4a"] == "data_plot"
+    status, text = studies.figure_status("atif2016", "Fig. 4b", kinds["Fig. 4b"], rmap, {"speedup"})
+    assert status == "measured, values not drawn" and "COLA stops scaling" in text
+
+
 def test_a_map_that_misses_a_testbed_or_a_figure_is_refused(tmp_path):
     studies, ref, testbeds, figs, rmap = _study_inputs()
     bad = yaml.safe_load((ROOT / "data/reference/reproduction.yaml").read_text())

@@ -75,11 +75,12 @@ def unit_of(metric: str) -> tuple[str, str]:
 
 def figures_of(study: str, ref: pd.DataFrame, figs: pd.DataFrame) -> list[tuple[str, str]]:
     """(figure, kind) of the study: its figures without data and the figures
-    and tables its values come from."""
+    and tables its values come from.  A figure it reports values from is of
+    kind VALUES even where it is also listed without data, so that its
+    status says whether those values are drawn beside ours, or why not."""
     out = {r.figure: r.figure_type for r in figs[figs["study"] == study].itertuples()}
     for f in ref.loc[ref["study"] == study, "figure_or_table"]:
-        base = re.sub(r"\s*\(col [^)]*\)$", "", f)
-        out.setdefault(base, VALUES)
+        out[re.sub(r"\s*\(col [^)]*\)$", "", f)] = VALUES
     return sorted(out.items())
 
 
