@@ -34,8 +34,9 @@ STUDIES: tuple[str, ...] = (
 #: Metrics that are absolute point-to-point figures and go into the table.
 POINT_TO_POINT_METRICS: frozenset[str] = frozenset({"latency_us", "bandwidth_gbps"})
 
-#: Raw TCP stream benchmarks whose bandwidth tables (nanos2010) go into the table.
-STREAM_BENCHMARKS: frozenset[str] = frozenset({"netperf", "iperf"})
+#: The transport of raw TCP stream rows (no MPI: the tools' own streams), whose bandwidth tables
+#: (nanos2010) go into the table, named with their tool.
+RAW_TCP_TRANSPORT = "TCP-raw"
 
 _METRIC_LABELS: dict[str, str] = {
     "latency_us": r"lat.\ ($\mu$s)",
@@ -125,7 +126,7 @@ def _select_point_to_point(df: pd.DataFrame) -> pd.DataFrame:
     p2p = df["metric"].isin(POINT_TO_POINT_METRICS)
     streams = (
         (df["study"] == "nanos2010")
-        & df["benchmark"].isin(STREAM_BENCHMARKS)
+        & (df["transport_middleware"] == RAW_TCP_TRANSPORT)
         & df["metric"].str.startswith("bandwidth_")
     )
     return df.loc[measured & (p2p | streams)].copy()
@@ -147,7 +148,7 @@ def _testbed_label(testbed: str) -> str:
 
 def _transport_label(row: pd.Series) -> str:
     label = _label(_TRANSPORT_LABELS, row["transport_middleware"])
-    if row["benchmark"] in STREAM_BENCHMARKS:
+    if row["transport_middleware"] == RAW_TCP_TRANSPORT:
         label += f" ({latex_escape(row['benchmark'])})"
     link = _label(_INTERCONNECT_LABELS, row["interconnect"])
     return f"{label} / {link}" if link else label
