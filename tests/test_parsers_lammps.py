@@ -94,6 +94,27 @@ def test_a_cut_thermo_table_is_rejected(tmp_path):
         lammps.parse(cut)
 
 
+
+def test_the_energy_is_read_from_the_column_named_toteng(tmp_path):
+    """The thermo columns are the input's thermo_style: the parser finds the step and the total
+    energy by their names, so another column order gives the same drift, and a table without
+    TotEng is an error, not a drift read from another column."""
+    text = (FIX / "serial-c8-s200.out").read_text()
+    header = "Step Temp PotEng KinEng TotEng Press"
+    drift = {m.metric: m.value for m in lammps.parse(FIX / "serial-c8-s200.out")}["energy_drift"]
+    swapped = text.replace(header, "Step TotEng PotEng KinEng Temp Press")     # Temp and TotEng trade places
+    for row in _thermo(text):
+        swapped = swapped.replace(" ".join(row), " ".join([row[0], row[4], row[2], row[3], row[1], row[5]]), 1)
+    moved = tmp_path / "moved.out"
+    moved.write_text(swapped)
+    assert header not in swapped
+    assert {m.metric: m.value for m in lammps.parse(moved)}["energy_drift"] == pytest.approx(drift)
+    renamed = tmp_path / "renamed.out"
+    renamed.write_text(text.replace(header, "Step Temp PotEng KinEng Enthalpy Press"))
+    with pytest.raises(ParseError, match=re.escape(str(renamed)) + ": the thermo table has no TotEng column"):
+        lammps.parse(renamed)
+
+
 @pytest.mark.skipif(shutil.which("lmp") is None, reason="Debian's lammps is not installed")
 def test_a_small_melt_runs_through_the_local_testbed_and_a_killed_one_leaves_nothing(tmp_path, monkeypatch):
     """The declaration's job on the local testbed as the workflow launches it

@@ -46,10 +46,11 @@ from .common import Patterns, check_no_mpi_error, error_re, ranks_text, read_tex
 
 INPUT = "workflow/inputs/lammps/in.lj"
 MAX_DRIFT = 0.01
+ENERGY = "TotEng"    # the thermo column of the total energy (thermo_style's etotal), found by its name
 ERRORS = error_re(r"^ERROR(?: on proc \d+)?:", r"Lost atoms")
 LINES = Patterns(
     version=r"^LAMMPS \(([^)]+)\)",
-    header=r"^\s*Step\s+Temp\s+PotEng\s+KinEng\s+TotEng\s+Press\s*$",
+    header=r"^[ \t]*(Step(?:[ \t]+[A-Za-z]\w*)+)[ \t]*$",    # the thermo table's column names
     loop=r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms",
     perf=r"^Performance: ([0-9.eE+-]+) tau/day",
     tasks=r"^\S+% CPU use with (\d+) MPI tasks x (\d+) OpenMP threads",
@@ -71,11 +72,16 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     seconds, procs, steps, atoms = float(loop.group(1)), int(loop.group(2)), int(loop.group(3)), int(loop.group(4))
     tasks = LINES.tasks.search(text)          # "procs" counts MPI tasks x OpenMP threads
     ranks, threads = (int(tasks.group(1)), int(tasks.group(2))) if tasks else (procs, 1)
+    columns = header.group(1).split()
+    if ENERGY not in columns:
+        raise ParseError(path, f"the thermo table has no {ENERGY} column (its columns: {' '.join(columns)}): "
+                               f"the input's thermo_style must print etotal")
+    step, energy = columns.index("Step"), columns.index(ENERGY)
     table = []
     for line in text[header.end():loop.start()].strip().splitlines():
         cells = line.split()
         try:
-            table.append((int(cells[0]), float(cells[4])))
+            table.append((int(cells[step]), float(cells[energy])))
         except (IndexError, ValueError):
             raise ParseError(path, f"a thermo row is cut or malformed: {line.strip()!r}") from None
     if len(table) < 2 or table[0][0] != 0 or table[-1][0] != steps:
