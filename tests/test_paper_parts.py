@@ -55,6 +55,7 @@ def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCpuModel", "hvCores", "hvKernel",
               "hvOpenmpiVersion", "hvMpichVersion", "hvNetpipeVersion", "hvQperfVersion",
               "hvHostVm", "hvHostContainer", "hvVmAccels", "hvGuestsRan", "hvOmittedParts",
+              "hvTestbedCount", "hvTestbedList",        # the testbeds the campaign measured on
               "hvClaimMinCoverage"}          # the claims rule's, for every campaign (generated/claims.tex)
     used = {m for text in SECTIONS.values() for m in part_needs(text)[0]}
     # the container section's numbers come from the companion campaign (generated/containers.tex)
@@ -204,6 +205,47 @@ def test_a_quick_look_paper_says_it_is_not_the_archived_campaign():
     notice = quick_look(True)["hvQuickLook"]
     assert "not the archived campaign" in notice and "make quick" in notice and "\\hvCampaign" in notice
     assert "\\hvQuickLook" in (ROOT / "paper/main.tex").read_text()
+
+
+def test_the_introduction_lists_the_testbeds_the_campaign_measured_on():
+    """The introduction's testbeds are the campaign's (a quick look has three, the archive eight), each
+    by its file's description, in the study's order; link rates come from the rows' link, not the text."""
+    import pandas as pd
+
+    from hpcvirt.paper import testbed_numbers
+
+    study, testbeds = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    descriptions = {tb: testbeds[tb]["description"] for tb in study["testbeds"]}
+    tidy = pd.concat([pd.read_csv(p) for p in sorted((ROOT / "data/results" / study["campaign"]).glob("*/tidy.csv"))],
+                     ignore_index=True)
+    full = testbed_numbers(tidy, descriptions)
+    assert full["hvTestbedCount"] == "eight" and len(study["testbeds"]) == 8
+    items = full["hvTestbedList"].split("; ")
+    assert [re.search(r"\\texttt\{(.+?)\}", i).group(1) for i in items] == study["testbeds"]
+    assert items[0].startswith("this host: ranks started by the host launcher, no hypervisor")
+    assert "two QEMU guests on a bridge" in items[-1]
+    assert full["hvRateBridgeTenG"] == "10\\,Gbit/s" and full["hvRateBridgeGbe"] == "1\\,Gbit/s"
+    assert full["hvRateBridgeVxlanGbe"] == "1\\,Gbit/s" and "hvRateBridgeVxlan" not in full
+    assert full["hvLinkBridgeVxlanGbe"] == "vxlan, rate 1gbit"
+    quick = testbed_numbers(tidy[tidy["testbed"].isin(["local", "bridge", "vm"])], descriptions)
+    assert quick["hvTestbedCount"] == "three" and quick["hvTestbedList"].count("\\texttt") == 3
+    assert not any(k.startswith("hvRate") for k in quick)
+    intro = SECTIONS["introduction.tex"]
+    assert "\\hvTestbedCount{} testbeds interleaved in time: \\hvTestbedList." in intro
+    assert not re.search(r"\b(eight|seven|nine) testbeds", intro)
+
+
+def test_a_number_in_hvvalue_is_not_needed_and_prints_that_it_is_missing():
+    """``\\hvvalue{\\hvRate...}`` stands in sentences a campaign without that testbed keeps: the part is
+    not left out for it, and main.tex prints "no value in this campaign" for it."""
+    text = "% Part: needs the bridge.\nOver the \\hvvalue{\\hvRateBridgeTenG} link \\hvLatBytes.\n"
+    assert part_needs(text)[0] == {"hvLatBytes"}
+    tex, included, omitted = parts_tex({"p": text}, NUMBERS, set())
+    assert included == ["p"] and not omitted
+    main = (ROOT / "paper/main.tex").read_text()
+    assert "\\newcommand{\\hvvalue}[1]{\\ifdefined#1#1\\else no value in this campaign\\fi}" in main
+    claims = SECTIONS["claims.tex"]
+    assert "\\hvvalue{\\hvRateBridgeTenG}" in claims and not re.search(r"\b1?0\\,Gbit/s", claims)
 
 
 def test_report_labels_name_what_each_figure_shows():

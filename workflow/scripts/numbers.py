@@ -9,7 +9,7 @@ import pandas as pd
 from hpcvirt import numbers
 from hpcvirt.atomic import write_text
 from hpcvirt.labels import Macros
-from hpcvirt.paper import benchmark_numbers, campaign_numbers, commprof_numbers, streams_numbers
+from hpcvirt.paper import benchmark_numbers, campaign_numbers, commprof_numbers, streams_numbers, testbed_numbers
 from hpcvirt.tables import apps_tex, mapping_tex, overheads_tex, placement_tex, results_table_tex
 from hpcvirt.views import VIEWS
 
@@ -39,7 +39,8 @@ with open(snakemake.log[0], "w") as log:
             *((f"{v.macros.__module__}.{v.macros.__name__}",
                v.macros(summary, tidy, **{p: view_params[p] for p in v.params})) for v in VIEWS if v.macros),
             ("hpcvirt.paper.commprof_numbers", commprof_numbers(summary)),
-            ("hpcvirt.paper.streams_numbers", streams_numbers(tidy))]
+            ("hpcvirt.paper.streams_numbers", streams_numbers(tidy)),
+            ("hpcvirt.paper.testbed_numbers", testbed_numbers(tidy, dict(snakemake.params.testbeds)))]
     every, rows = Macros(), io.StringIO()
     table = csv.writer(rows, lineterminator="\n")
     table.writerow(["macro", "value", "made_by"])

@@ -22,7 +22,7 @@ from .benchmarks import REGISTRY
 from .benchmarks.base import Application, PinnedSource
 from .analysis import headline
 from .kinds import Qemu
-from .labels import MACRO_USE, Macros, camel, fmt, fmt_bytes, latex_escape, path_key
+from .labels import MACRO_USE, NUMBER_WORDS, Macros, camel, fmt, fmt_bytes, latex_escape, path_key, rate_label
 
 def config_key(row) -> str:
     # a benchmark below MPI (rows of mpi none: raw TCP) in the MPI's place
@@ -133,10 +133,6 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
         if loop.nunique() == 1:
             m[f"{k}Steps"] = str(int(loop.iloc[0]))
         m[f"{k}Accel"] = latex_escape(r["accelerator"])
-    if "link" in tidy:
-        for tb, lk in sorted(set(zip(tidy["testbed"], tidy["link"].fillna("")))):
-            if lk:
-                m[f"hvLink{camel(tb)}"] = latex_escape(lk)
     for _, r in headline(summary, latency_bytes, tuple(POINT_TO_POINT)).iterrows():
         pre, k = f"hv{macro_prefix(r['benchmark'])}", config_key(r)
         if "lat" in r and pd.notna(r.get("lat")):
@@ -168,10 +164,15 @@ PART_CALL = re.compile(r"\\hvpart\{([a-z0-9-]+)\}")
 FIGURE_USE = re.compile(r"\\includegraphics(?:\[[^\]]*\])?\{([^}.]+)(?:\.pdf)?\}|\\ref\{fig:([^}]+)\}")
 
 
+#: A number a sentence can stand without (``\\hvvalue{\\hvRateBridgeTenG}`` prints "no value in this
+#: campaign" where the campaign lacks it, paper/main.tex): not a number the part needs.
+OPTIONAL_USE = re.compile(r"\\hvvalue\{\\hv[A-Z][A-Za-z]*\}")
+
+
 def part_needs(text: str) -> tuple[set[str], set[str]]:
-    """(macros, figures) a part uses."""
+    """(macros, figures) a part uses; a number in ``\\hvvalue{...}`` is not needed."""
     figures = {a or b for a, b in FIGURE_USE.findall(text)}
-    return set(MACRO_USE.findall(text)), figures
+    return set(MACRO_USE.findall(OPTIONAL_USE.sub("", text))), figures
 
 
 def parts_tex(parts: dict[str, str], defined: set[str], figures: set[str]) -> tuple[str, list[str], dict[str, str]]:
@@ -254,3 +255,27 @@ def streams_numbers(tidy: pd.DataFrame) -> Macros:
     return m
 
 
+def testbed_numbers(tidy: pd.DataFrame, descriptions: dict[str, str]) -> Macros:
+    """The testbeds the campaign measured on, as the introduction lists them:
+    ``\\hvTestbedCount`` (in words up to ten) and ``\\hvTestbedList`` (each
+    testbed's ``description`` from its file, in the study's order, with its
+    name; a testbed without one by its name); per testbed with a declared link, ``\\hvLink<Testbed>`` (its rows'
+    ``link``: ``vxlan, rate 1gbit``) and, where it is limited to a rate,
+    ``\\hvRate<Testbed>`` (``1\\,Gbit/s``)."""
+    m = Macros()
+    if "link" in tidy:
+        for tb, lk in sorted(set(zip(tidy["testbed"].astype(str), tidy["link"].fillna("").astype(str)))):
+            if lk:
+                m[f"hvLink{camel(tb)}"] = latex_escape(lk)
+            rates = [p.strip() for p in lk.split(",") if p.strip().startswith("rate ")]
+            if rates:
+                m[f"hvRate{camel(tb)}"] = rate_label(rates[0]).replace(" ", "\\,")
+    ran = set(tidy["testbed"].astype(str))
+    names = [tb for tb in descriptions if tb in ran]
+    if names:
+        m["hvTestbedCount"] = NUMBER_WORDS[len(names)].lower() if len(names) <= 10 else str(len(names))
+        # a description begins a sentence in its file, here it follows a colon ("Two QEMU guests" -> "two ...")
+        lower = [d[:1].lower() + d[1:] if d[1:2].islower() else d for d in (descriptions[tb] for tb in names)]
+        m["hvTestbedList"] = "; ".join(f"{latex_escape(d)} (\\texttt{{{latex_escape(tb)}}})" if d
+                                       else f"\\texttt{{{latex_escape(tb)}}}" for tb, d in zip(names, lower))
+    return m
