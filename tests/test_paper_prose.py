@@ -20,6 +20,7 @@ def test_the_results_claims_and_threats_type_no_number():
     ("on 64 processes of class C", ["64"]),
     ("the ranks share the 2 cores", ["2"]),
     ("runs of 0.1~s", ["0.1~s"]),
+    ("over the link limited to 10\\,Gbit/s", ["10\\,Gbit/s"]),     # a link's rate: \\hvRate<Testbed>
     ("\\ifnum\\hvReps=1 one round\\else the 3 rounds\\fi", ["3"]),
 ])
 def test_a_typed_number_is_found(sentence, typed):
@@ -30,7 +31,7 @@ def test_a_typed_number_is_found(sentence, typed):
     "MILC takes \\hvAppVmMilcVm{} [\\hvAppVmMilcVmLo, \\hvAppVmMilcVmHi] times",
     "the claim \\claimsays{RAM-1}{not testable} (\\claimthreshold{RAM-1}{2})",
     "as in Fig.~5 of the study and Table~\\ref{tab:values-atif2016}",
-    "across the bridge limited to 10\\,Gbit/s, four iperf3 streams",
+    "across the bridge limited to \\hvvalue{\\hvRateBridgeTenG}, four iperf3 streams",
     "the knee where the bandwidth falls 20\\,\\% below its maximum, L3/4",
     "% a comment may say 42",
     "(each round boots them)\\ifnum\\hvRepsGuests=1, so their values carry no interval\\fi.",

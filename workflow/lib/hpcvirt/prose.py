@@ -1,4 +1,4 @@
-"""Numbers and verdicts typed into the paper's sentences about results, claims and threats.
+"""Numbers and verdicts typed into the paper's introduction and its sentences about results, claims and threats.
 
 Every number and every finding there comes from a generated macro
 (``paper/generated/numbers.tex``) or a claim's verdict and values
@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-#: The sentences this applies to: the results, the claims and the threats to validity.
-FILES = ("paper/sections/results.tex", "paper/sections/details.tex", "paper/sections/claims.tex",
+#: The sentences this applies to: the introduction (the campaign's testbeds), the results, the claims and
+#: the threats to validity.
+FILES = ("paper/sections/introduction.tex", "paper/sections/results.tex", "paper/sections/details.tex", "paper/sections/claims.tex",
          "paper/sections/threats.tex",
          "paper/sections/parts/results-*.tex", "paper/sections/parts/threats-*.tex")
 
@@ -29,7 +30,6 @@ ALLOWED: tuple[tuple[str, str], ...] = (
     (r"(?:Fig\.|Figs\.|Table|and)~\d+[a-z]?", "a figure or table of a study, by its own number"),
     (r"L3(?:/4)?|10G|IPoIB", "a name with a digit (the cache level, 10G Ethernet, IP over InfiniBand)"),
     (r"\$T\(1\)/T\(n\)\$", "the speed-up's definition"),
-    (r"(?:1|10)\\,Gbit/s", "the rate of a tc-limited testbed link (config/testbeds/bridge-gbe.yaml, bridge-10g.yaml)"),
     (r"20\\,\\%", "the knee's definition: the bandwidth 20 % below its maximum (claims.yaml, at: {knee: 0.2})"),
     (r"\(1:", "the reference value of a ratio axis (1: as fast as native)"),
     (r"\\ifnum\\hv[A-Za-z]+[<=>]\d+", "a condition on a generated count (\\ifnum), which chooses a sentence and "
