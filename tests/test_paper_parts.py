@@ -237,13 +237,13 @@ def test_the_introduction_lists_the_testbeds_the_campaign_measured_on():
 
 def test_a_number_in_hvvalue_is_not_needed_and_prints_that_it_is_missing():
     """``\\hvvalue{\\hvRate...}`` stands in sentences a campaign without that testbed keeps: the part is
-    not left out for it, and main.tex prints "no value in this campaign" for it."""
+    not left out for it, and main.tex prints "[not in this campaign]" for it."""
     text = "% Part: needs the bridge.\nOver the \\hvvalue{\\hvRateBridgeTenG} link \\hvLatBytes.\n"
     assert part_needs(text)[0] == {"hvLatBytes"}
     tex, included, omitted = parts_tex({"p": text}, NUMBERS, set())
     assert included == ["p"] and not omitted
     main = (ROOT / "paper/main.tex").read_text()
-    assert "\\newcommand{\\hvvalue}[1]{\\ifdefined#1#1\\else no value in this campaign\\fi}" in main
+    assert "\\newcommand{\\hvvalue}[1]{\\ifdefined#1#1\\else\\emph{[not in this campaign]}\\fi}" in main
     claims = SECTIONS["claims.tex"]
     assert "\\hvvalue{\\hvRateBridgeTenG}" in claims and not re.search(r"\b1?0\\,Gbit/s", claims)
 

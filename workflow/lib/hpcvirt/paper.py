@@ -164,8 +164,8 @@ PART_CALL = re.compile(r"\\hvpart\{([a-z0-9-]+)\}")
 FIGURE_USE = re.compile(r"\\includegraphics(?:\[[^\]]*\])?\{([^}.]+)(?:\.pdf)?\}|\\ref\{fig:([^}]+)\}")
 
 
-#: A number a sentence can stand without (``\\hvvalue{\\hvRateBridgeTenG}`` prints "no value in this
-#: campaign" where the campaign lacks it, paper/main.tex): not a number the part needs.
+#: A number a sentence can stand without (``\\hvvalue{\\hvRateBridgeTenG}`` prints "[not in this
+#: campaign]" where the campaign lacks it, paper/main.tex): not a number the part needs.
 OPTIONAL_USE = re.compile(r"\\hvvalue\{\\hv[A-Z][A-Za-z]*\}")
 
 
