@@ -259,9 +259,10 @@ def testbed_numbers(tidy: pd.DataFrame, descriptions: dict[str, str]) -> Macros:
     """The testbeds the campaign measured on, as the introduction lists them:
     ``\\hvTestbedCount`` (in words up to ten) and ``\\hvTestbedList`` (each
     testbed's ``description`` from its file, in the study's order, with its
-    name; a testbed without one by its name); per testbed with a declared link, ``\\hvLink<Testbed>`` (its rows'
-    ``link``: ``vxlan, rate 1gbit``) and, where it is limited to a rate,
-    ``\\hvRate<Testbed>`` (``1\\,Gbit/s``)."""
+    name; a testbed without one by its name); per testbed with a declared
+    link, ``\\hvLink<Testbed>`` (its rows' ``link``: ``vxlan, rate 1gbit``)
+    and, where it is limited to a rate, ``\\hvRate<Testbed>``
+    (``1\\,Gbit/s``)."""
     m = Macros()
     if "link" in tidy:
         for tb, lk in sorted(set(zip(tidy["testbed"].astype(str), tidy["link"].fillna("").astype(str)))):

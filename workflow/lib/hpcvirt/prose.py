@@ -17,8 +17,8 @@ from pathlib import Path
 
 #: The sentences this applies to: the introduction (the campaign's testbeds), the results, the claims and
 #: the threats to validity.
-FILES = ("paper/sections/introduction.tex", "paper/sections/results.tex", "paper/sections/details.tex", "paper/sections/claims.tex",
-         "paper/sections/threats.tex",
+FILES = ("paper/sections/introduction.tex", "paper/sections/results.tex", "paper/sections/details.tex",
+         "paper/sections/claims.tex", "paper/sections/threats.tex",
          "paper/sections/parts/results-*.tex", "paper/sections/parts/threats-*.tex")
 
 #: A claim's id (data/reference/claims.yaml).
