@@ -2,6 +2,8 @@
 on a small tidy table: the reference of each input, pairing by round, and
 the VM/native ratio on the guests' input."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -9,6 +11,8 @@ from hpcvirt.analysis import summarize_tidy
 from hpcvirt.apps import app_scaling, app_vm_ratio
 from hpcvirt.paper import campaign_numbers
 from hpcvirt.tidy import COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def rows(testbed, virt, ic, link, ranks, variant, times):
@@ -77,3 +81,18 @@ def test_the_guests_lammps_input_names_its_steps():
     macros = campaign_numbers(summarize_tidy(tidy).assign(campaign="c"), tidy)
     assert macros["hvAppVmLammpsVmInput"] == "4000 atoms" and macros["hvAppVmLammpsVmSteps"] == "100"
     assert "hvAppVmMilcVmSteps" not in macros
+
+
+def test_the_applications_ranks_per_host_come_from_their_rows():
+    """The method's "the rank counts stop at two per host" is the most ranks an application ran on one host."""
+    tidy = TIDY.reindex(columns=list(COLUMNS)).assign(stack="", placement="", warmup=0, iteration_count=1,
+                                                       verified=True, image_digest="", spack_lock="",
+                                                       started_at="", raw_path="", suite_version="",
+                                                       source_sha256="")
+    summary = summarize_tidy(tidy).assign(campaign="c")
+    assert "hvAppRanksPerHost" not in campaign_numbers(summary, tidy)        # no rows say it
+    for per_host, text in ((1, "one"), (2, "two"), (16, "16")):
+        rows = tidy.assign(ranks_per_node=[1] * (len(tidy) - 1) + [per_host])
+        assert campaign_numbers(summary, rows)["hvAppRanksPerHost"] == text
+    part = (ROOT / "paper/sections/parts/method-apps.tex").read_text()
+    assert "stop at \\hvAppRanksPerHost{} per host" in part and "two per host" not in part

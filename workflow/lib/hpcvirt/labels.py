@@ -167,6 +167,11 @@ NUMBER_WORDS = {0: "Zero", 1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five",
                 9: "Nine", 10: "Ten", 16: "Sixteen", 40: "Forty", 100: "Hundred"}
 
 
+def count_text(n: int) -> str:
+    """A count as a sentence writes it: in words up to ten (``8`` -> ``eight``), digits above."""
+    return NUMBER_WORDS[int(n)].lower() if 0 <= int(n) <= 10 else str(int(n))
+
+
 def digit_words(n: int) -> str:
     """A whole number digit by digit in words (``16`` -> ``OneSix``)."""
     return "".join(NUMBER_WORDS[int(c)] for c in str(int(n)))

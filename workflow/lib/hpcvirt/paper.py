@@ -22,7 +22,7 @@ from .benchmarks import REGISTRY
 from .benchmarks.base import Application, PinnedSource
 from .analysis import headline
 from .kinds import Qemu
-from .labels import MACRO_USE, NUMBER_WORDS, Macros, camel, fmt, fmt_bytes, latex_escape, path_key, rate_label
+from .labels import MACRO_USE, Macros, camel, count_text, fmt, fmt_bytes, latex_escape, path_key, rate_label
 
 def config_key(row) -> str:
     # a benchmark below MPI (rows of mpi none: raw TCP) in the MPI's place
@@ -104,9 +104,14 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
     # what the guests ran (where they would be emulated, a new campaign runs only what shows their paths work)
     ran = sorted(set(tidy.loc[guests, "benchmark"].astype(str)))
     m["hvGuestsRan"] = ", ".join(f"\\texttt{{{latex_escape(b)}}}" for b in ran) or "nothing"
+    # the most ranks the applications ran on one host
+    bench = tidy["benchmark"].astype(str)
+    owned = {n for n in bench.unique() if any(b.owns(n) for b in REGISTRY if isinstance(b, Application))}
+    per_host = tidy.loc[bench.isin(owned), "ranks_per_node"].dropna() if "ranks_per_node" in tidy else []
+    if len(per_host):
+        m["hvAppRanksPerHost"] = count_text(int(per_host.max()))
     # the pinned suites (a pinned source of their own; not an application): version as printed, source
     # checksum (short), rounds
-    bench = tidy["benchmark"].astype(str)
     suites = [b for b in REGISTRY if isinstance(b.build, PinnedSource) and b.build.suite == b.name
               and not isinstance(b, Application)]
     for b in suites:
@@ -274,7 +279,7 @@ def testbed_numbers(tidy: pd.DataFrame, descriptions: dict[str, str]) -> Macros:
     ran = set(tidy["testbed"].astype(str))
     names = [tb for tb in descriptions if tb in ran]
     if names:
-        m["hvTestbedCount"] = NUMBER_WORDS[len(names)].lower() if len(names) <= 10 else str(len(names))
+        m["hvTestbedCount"] = count_text(len(names))
         # a description begins a sentence in its file, here it follows a colon ("Two QEMU guests" -> "two ...")
         lower = [d[:1].lower() + d[1:] if d[1:2].islower() else d for d in (descriptions[tb] for tb in names)]
         m["hvTestbedList"] = "; ".join(f"{latex_escape(d)} (\\texttt{{{latex_escape(tb)}}})" if d
