@@ -57,11 +57,16 @@ def test_the_vm_native_ratio_pairs_rounds_on_the_same_input():
     assert app_vm_ratio(TIDY[TIDY["testbed"] != "bridge"]).empty
 
 
+def full_rows(tidy: pd.DataFrame) -> pd.DataFrame:
+    """The small table with every tidy column, as the numbers rule reads it."""
+    return tidy.reindex(columns=list(COLUMNS)).assign(stack="", placement="", warmup=0, iteration_count=1,
+                                                      verified=True, image_digest="", spack_lock="",
+                                                      started_at="", raw_path="", suite_version="",
+                                                      source_sha256="")
+
+
 def test_the_ratio_reaches_the_paper_as_macros():
-    tidy = TIDY.reindex(columns=list(COLUMNS)).assign(stack="", placement="", warmup=0, iteration_count=1,
-                                                       verified=True, image_digest="", spack_lock="",
-                                                       started_at="", raw_path="", suite_version="",
-                                                       source_sha256="")
+    tidy = full_rows(TIDY)
     summary = summarize_tidy(tidy).assign(campaign="c")
     macros = campaign_numbers(summary, tidy)
     assert macros["hvAppVmMilcVm"] == "40.0" and macros["hvAppVmMilcVmAccel"] == "TCG"
@@ -85,10 +90,7 @@ def test_the_guests_lammps_input_names_its_steps():
 
 def test_the_applications_ranks_per_host_come_from_their_rows():
     """The method's "the rank counts stop at two per host" is the most ranks an application ran on one host."""
-    tidy = TIDY.reindex(columns=list(COLUMNS)).assign(stack="", placement="", warmup=0, iteration_count=1,
-                                                       verified=True, image_digest="", spack_lock="",
-                                                       started_at="", raw_path="", suite_version="",
-                                                       source_sha256="")
+    tidy = full_rows(TIDY)
     summary = summarize_tidy(tidy).assign(campaign="c")
     assert "hvAppRanksPerHost" not in campaign_numbers(summary, tidy)        # no rows say it
     for per_host, text in ((1, "one"), (2, "two"), (16, "16")):
