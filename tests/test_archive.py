@@ -5,6 +5,7 @@ summary (as row sets), and every archived row satisfies the tidy schema."""
 from __future__ import annotations
 
 import math
+import re
 import os
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from hpcvirt.analysis import parse_outputs, summarize_tidy
+from hpcvirt.analysis import host_summary, parse_outputs, summarize_tidy
 from hpcvirt.tidy import COLUMNS, UNITS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +55,24 @@ def test_summary_is_reproduced(reparsed, tmp_path):
     summary = summarize_tidy(pd.concat(list(reparsed.values()), ignore_index=True))
     archived = pd.read_csv(RESULTS / "summary.csv")
     assert _rows(summary, tmp_path / "new.csv") == _rows(archived, tmp_path / "old.csv")
+
+
+def test_every_archived_provenance_is_reproduced_with_the_guests_it_booted():
+    """Each testbed's provenance.json is what today's code makes of its runs' records; a testbed whose
+    ranks ran in guests records the shape they were booted in (the paper's count of guests and vCPUs)."""
+    import json
+
+    for tb in STUDY["testbeds"]:
+        records = sorted(str(p) for p in (ROOT / "data/raw" / CAMPAIGN / tb).rglob("rep-*.json")
+                         if re.fullmatch(r"rep-[0-9]+\.json", p.name))
+        made = json.loads(json.dumps(host_summary(records), default=str))
+        assert made == json.loads((RESULTS / tb / "provenance.json").read_text()), tb
+        bed = yaml.safe_load((ROOT / "config/testbeds" / f"{tb}.yaml").read_text())
+        if "vm" in bed:
+            assert made["guests"] == [{"count": bed["nodes"], "vcpus": bed["vm"]["vcpus"],
+                                       "memory_mb": bed["vm"]["memory_mb"]}], tb
+        else:
+            assert "guests" not in made, tb
 
 
 def test_tidy_schema_matches_the_code_and_the_archive():

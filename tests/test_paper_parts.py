@@ -235,6 +235,31 @@ def test_the_introduction_lists_the_testbeds_the_campaign_measured_on():
     assert not re.search(r"\b(eight|seven|nine) testbeds", intro)
 
 
+def test_the_guests_vcpus_and_the_host_cores_come_from_the_records():
+    """The guests' count and vCPUs are those their runs booted (provenance ``guests``), the cores those
+    of the host's record; no section types them."""
+    import json
+
+    import pandas as pd
+
+    from hpcvirt.paper import campaign_numbers
+
+    res = ROOT / "data/results" / yaml.safe_load((ROOT / "config/config.yaml").read_text())["campaign"]
+    records = [json.loads(p.read_text()) for p in sorted(res.glob("*/provenance.json"))]
+    tidy = pd.concat([pd.read_csv(p) for p in sorted(res.glob("*/tidy.csv"))], ignore_index=True)
+    summary = pd.read_csv(res / "summary.csv", keep_default_na=False, na_values=[""])
+    shapes = [g for r in records for g in r.get("guests", [])]
+    m = campaign_numbers(summary, tidy, hosts=records[0], guest_shapes=shapes)
+    assert (m["hvGuestCount"], m["hvGuestVcpus"], m["hvCores"]) == ("two", "two", "2")
+    four = campaign_numbers(summary, tidy, hosts=records[0], guest_shapes=[dict(count=1, vcpus=4)])
+    assert (four["hvGuestCount"], four["hvGuestVcpus"]) == ("one", "four")
+    none = campaign_numbers(summary, tidy, hosts=records[0])
+    assert "hvGuestVcpus" not in none and "hvGuestCount" not in none
+    for name, text in SECTIONS.items():
+        assert not re.search(r"\b(one|two|four|eight) vCPUs|\bon two cores|\bthe two cores", text), name
+    assert "\\hvGuestCount{} of \\hvGuestVcpus{}" in SECTIONS["method.tex"]
+
+
 def test_a_number_in_hvvalue_is_not_needed_and_prints_that_it_is_missing():
     """``\\hvvalue{\\hvRate...}`` stands in sentences a campaign without that testbed keeps: the part is
     not left out for it, and main.tex prints "[not in this campaign]" for it."""

@@ -29,6 +29,7 @@ with open(snakemake.log[0], "w") as log:
     # every number with where it is made: a name made twice stops the build here (Macros)
     made = [("hpcvirt.paper.campaign_numbers",
              campaign_numbers(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
+                              guest_shapes=[g for r in records for g in r.get("guests", [])],
                               quick=bool(snakemake.params.quick_look))),
             (snakemake.input.declared,
              numbers.macros(tidy, numbers.load(snakemake.input.declared), latency_bytes=latency_bytes,

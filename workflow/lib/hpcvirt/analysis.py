@@ -90,10 +90,15 @@ def host_summary(prov_paths: list[str]) -> dict:
     ``host`` is the host of the testbed's earliest run: a campaign extended
     later (on another machine, or the same one rebooted) keeps the facts of
     the machine it was measured on; ``distinct_host_records`` counts how many
-    host records its runs have."""
+    host records its runs have.  A testbed whose ranks ran in guests adds
+    ``guests``: each distinct shape its runs booted (how many guests, their
+    vCPUs and memory, from the run's ``testbed_info``)."""
     recs = [json.loads(Path(p).read_text()) for p in prov_paths]
     hosts = {json.dumps(r["host"], sort_keys=True) for r in recs}
     first = min(recs, key=lambda r: r.get("started_at") or "")
+    infos = [(r.get("context") or {}).get("testbed_info") or {} for r in recs]
+    shapes = sorted({(i.get("guests"), i["vcpus"], i.get("memory_mb")) for i in infos if "vcpus" in i}, key=repr)
+    guests = {"guests": [dict(count=n, vcpus=v, memory_mb=mb) for n, v, mb in shapes]} if shapes else {}
     return {
         "runs": len(recs),
         "distinct_host_records": len(hosts),
@@ -102,6 +107,7 @@ def host_summary(prov_paths: list[str]) -> dict:
         "git": sorted({json.dumps(r["git"], sort_keys=True) for r in recs}),
         "first_started_at": min(r["started_at"] for r in recs if r.get("started_at")),
         "last_finished_at": max(r["finished_at"] for r in recs if r.get("finished_at")),
+        **guests,
     }
 
 
