@@ -250,14 +250,18 @@ def test_the_guests_vcpus_and_the_host_cores_come_from_the_records():
     summary = pd.read_csv(res / "summary.csv", keep_default_na=False, na_values=[""])
     shapes = [g for r in records for g in r.get("guests", [])]
     m = campaign_numbers(summary, tidy, hosts=records[0], guest_shapes=shapes)
-    assert (m["hvGuestCount"], m["hvGuestVcpus"], m["hvCores"]) == ("two", "two", "2")
-    four = campaign_numbers(summary, tidy, hosts=records[0], guest_shapes=[dict(count=1, vcpus=4)])
-    assert (four["hvGuestCount"], four["hvGuestVcpus"]) == ("one", "four")
+    assert (m["hvGuestCount"], m["hvGuestVcpus"], m["hvGuestVcpusTotal"], m["hvCores"]) == ("two", "two", "four",
+                                                                                              "2")
+    four = campaign_numbers(summary, tidy, hosts=records[0], guest_shapes=[dict(count=3, vcpus=4)])
+    assert (four["hvGuestCount"], four["hvGuestVcpus"], four["hvGuestVcpusTotal"]) == ("three", "four", "12")
     none = campaign_numbers(summary, tidy, hosts=records[0])
     assert "hvGuestVcpus" not in none and "hvGuestCount" not in none
-    for name, text in SECTIONS.items():
-        assert not re.search(r"\b(one|two|four|eight) vCPUs|\bon two cores|\bthe two cores", text), name
-    assert "\\hvGuestCount{} of \\hvGuestVcpus{}" in SECTIONS["method.tex"]
+    parts = {p.name: p.read_text() for p in (ROOT / "paper/sections/parts").glob("*.tex")}
+    for name, text in {**SECTIONS, **parts}.items():
+        assert not re.search(r"\b(one|two|four|eight) (emulated )?vCPUs|\b(on|share) two cores|\bthe two cores",
+                             text), name
+    assert "the \\hvGuestVcpusTotal{} emulated vCPUs of the \\hvGuestCount{} guests" in parts[
+        "threats-emulated-guests.tex"].replace("\n", " ")
 
 
 def test_a_number_in_hvvalue_is_not_needed_and_prints_that_it_is_missing():

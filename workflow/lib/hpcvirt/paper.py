@@ -61,8 +61,8 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
                      hosts: dict | None = None, guest_shapes: list[dict] = (), quick: bool = False) -> Macros:
     """The campaign's facts and the headline macros of every configuration;
     ``guest_shapes``: the shapes the guests were booted in (``count``, ``vcpus``;
-    :func:`hpcvirt.analysis.host_summary`), as ``\\hvGuestCount`` and
-    ``\\hvGuestVcpus`` in words."""
+    :func:`hpcvirt.analysis.host_summary`), as ``\\hvGuestCount``,
+    ``\\hvGuestVcpus`` and their product ``\\hvGuestVcpusTotal``, in words."""
     m = quick_look(quick)
     reps = int(tidy["rep"].nunique())
     m["hvCampaign"] = latex_escape(str(summary["campaign"].iloc[0]))
@@ -107,10 +107,13 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
     # what the guests ran (where they would be emulated, a new campaign runs only what shows their paths work)
     ran = sorted(set(tidy.loc[guests, "benchmark"].astype(str)))
     m["hvGuestsRan"] = ", ".join(f"\\texttt{{{latex_escape(b)}}}" for b in ran) or "nothing"
-    for name, key in (("hvGuestCount", "count"), ("hvGuestVcpus", "vcpus")):
-        values = sorted({int(g[key]) for g in guest_shapes if g.get(key)})
-        if values:
-            m[name] = " or ".join(count_text(v) for v in values)
+    shapes = {(int(g["count"]), int(g["vcpus"])) for g in guest_shapes if g.get("count") and g.get("vcpus")}
+    if shapes:
+        def words(xs):
+            return " or ".join(count_text(x) for x in sorted(set(xs)))
+        m["hvGuestCount"] = words(n for n, _ in shapes)
+        m["hvGuestVcpus"] = words(v for _, v in shapes)
+        m["hvGuestVcpusTotal"] = words(n * v for n, v in shapes)
     # the most ranks the applications ran on one host
     bench = tidy["benchmark"].astype(str)
     owned = {n for n in bench.unique() if any(b.owns(n) for b in REGISTRY if isinstance(b, Application))}
