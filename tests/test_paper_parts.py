@@ -264,6 +264,19 @@ def test_the_guests_vcpus_and_the_host_cores_come_from_the_records():
         "threats-emulated-guests.tex"].replace("\n", " ")
 
 
+def test_a_count_of_rounds_or_runs_is_written_with_its_noun():
+    """A quick look runs one round: "1 interleaved rounds" and "measured 1 times" are written through
+    ``\\hvcount``, which picks the noun's number; the rounds a campaign runs are at most ``\\hvReps``."""
+    main = (ROOT / "paper/main.tex").read_text()
+    assert "\\newcommand{\\hvcount}[3]{#1~\\ifnum#1=1\\relax#2\\else#3\\fi}" in main
+    texts = {**SECTIONS, **{p.name: p.read_text() for p in (ROOT / "paper/sections/parts").glob("*.tex")}}
+    bare = re.compile(r"\\hv[A-Za-z]*Reps(?:\{\})?\s+(?:interleaved|times|repetitions|rounds|runs)")
+    for name, text in texts.items():
+        assert not bare.search(text), (name, bare.search(text).group(0))
+    assert "\\hvcount{\\hvReps}{round}{rounds}" in SECTIONS["method.tex"].replace("\n", " ")
+    assert "Every configuration is measured" not in SECTIONS["method.tex"]
+
+
 def test_a_number_in_hvvalue_is_not_needed_and_prints_that_it_is_missing():
     """``\\hvvalue{\\hvRate...}`` stands in sentences a campaign without that testbed keeps: the part is
     not left out for it, and main.tex prints "[not in this campaign]" for it."""

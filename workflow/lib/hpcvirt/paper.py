@@ -50,11 +50,12 @@ def quick_look(quick: bool) -> Macros:
         return Macros(hvQuickLook="")
     return Macros(hvQuickLook=(
         "\\begin{center}\\fbox{\\parbox{0.9\\linewidth}{\\textbf{Quick look --- not the archived campaign.} "
-        "This paper was built by \\texttt{make quick} from campaign \\texttt{\\hvCampaign}: \\hvReps{} "
-        "repetition(s) of a reduced study (small message sizes, class~S kernels, short placement runs), to check "
-        "that every part of the artifact works on this machine. Its numbers are not the study's results and its "
-        "confidence intervals are not meaningful; the results are those of the archived campaign "
-        "(\\texttt{make figure}, \\texttt{make report}) or of a full \\texttt{make}.}}\\end{center}"))
+        "This paper was built by \\texttt{make quick} from campaign \\texttt{\\hvCampaign}: "
+        "\\hvcount{\\hvReps}{repetition}{repetitions} of a reduced study (small message sizes, class~S "
+        "kernels, short placement runs), to check that every part of the artifact works on this machine. Its "
+        "numbers are not the study's results and its confidence intervals are not meaningful; the results are "
+        "those of the archived campaign (\\texttt{make figure}, \\texttt{make report}) or of a full "
+        "\\texttt{make}.}}\\end{center}"))
 
 
 def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int = 8,
