@@ -224,7 +224,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
         f"median [CI] over the rounds after the first (left out as the report left out its first run); "
         f"$S$ paired by round with the serial run on this host of the same input; $n$ the ranks. Two network "
         f"namespaces stand for two servers, a VXLAN tunnel for Open vSwitch's GRE tunnel, the unlimited link for "
-        f"InfiniBand; a QEMU guest of two vCPUs for the KVM guest, on a smaller input (in brackets) when it runs "
+        f"InfiniBand; a QEMU guest for the KVM guest, on a smaller input (in brackets) when it runs "
         f"under TCG emulation, whose $T$, $S$ and $E$ then measure the emulator. "
         f"Source: rule \\texttt{{datapaths}}, \\texttt{{hpcvirt.richter}}.}}\n"
         "\\label{tab:richter}\n"
