@@ -273,6 +273,10 @@ def test_a_count_of_rounds_or_runs_is_written_with_its_noun():
     bare = re.compile(r"\\hv[A-Za-z]*Reps(?:\{\})?\s+(?:interleaved|times|repetitions|rounds|runs)")
     for name, text in texts.items():
         assert not bare.search(text), (name, bare.search(text).group(0))
+    # a verdict's count takes its verb through \\hvcount too ("1 is inconclusive", "3 are")
+    verb = re.compile(r"\\claimcount\{[^}]*\}\s+(?:claims\s+)?(?:hold|do|are|get|is|does|gets)\b")
+    for name, text in {**texts, "main.tex": main}.items():
+        assert not verb.search(text), (name, verb.search(text).group(0))
     assert "\\hvcount{\\hvReps}{round}{rounds}" in SECTIONS["method.tex"].replace("\n", " ")
     assert "Every configuration is measured" not in SECTIONS["method.tex"]
 
