@@ -270,13 +270,20 @@ def test_a_count_of_rounds_or_runs_is_written_with_its_noun():
     main = (ROOT / "paper/main.tex").read_text()
     assert "\\newcommand{\\hvcount}[3]{#1~\\ifnum#1=1\\relax#2\\else#3\\fi}" in main
     texts = {**SECTIONS, **{p.name: p.read_text() for p in (ROOT / "paper/sections/parts").glob("*.tex")}}
-    bare = re.compile(r"\\hv[A-Za-z]*Reps(?:\{\})?\s+(?:interleaved|times|repetitions|rounds|runs)")
+    bare = re.compile(r"\\hv[A-Za-z]*(?:Reps|Rounds)(?:\{\})?\s+(?:interleaved|times|repetitions|rounds|runs)")
     for name, text in texts.items():
         assert not bare.search(text), (name, bare.search(text).group(0))
     # a verdict's count takes its verb through \\hvcount too ("1 is inconclusive", "3 are")
     verb = re.compile(r"\\claimcount\{[^}]*\}\s+(?:claims\s+)?(?:hold|do|are|get|is|does|gets)\b")
     for name, text in {**texts, "main.tex": main}.items():
         assert not verb.search(text), (name, verb.search(text).group(0))
+    # the figures' titles likewise (hpcvirt.labels.counted): "1 round", "3/5 rounds"
+    from hpcvirt.labels import counted
+
+    assert (counted([1], "round"), counted([5, 3, 5], "round"), counted([1, 1], "run")) == (
+        "1 round", "3/5 rounds", "1 run")
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert not re.search(r"\}\s*(?:interleaved )?rounds", nb.read_text()), nb.name
     assert "\\hvcount{\\hvReps}{round}{rounds}" in SECTIONS["method.tex"].replace("\n", " ")
     assert "Every configuration is measured" not in SECTIONS["method.tex"]
 

@@ -172,6 +172,13 @@ def count_text(n: int) -> str:
     return NUMBER_WORDS[int(n)].lower() if 0 <= int(n) <= 10 else str(int(n))
 
 
+def counted(counts, noun: str) -> str:
+    """Counts with their noun, as a figure's title writes them: ``[1]`` -> ``1 round``, ``[3, 5]`` ->
+    ``3/5 rounds`` (``noun`` singular; the plural adds an s)."""
+    ns = sorted({int(n) for n in counts})
+    return f"{'/'.join(map(str, ns))} {noun if ns == [1] else noun + 's'}"
+
+
 def digit_words(n: int) -> str:
     """A whole number digit by digit in words (``16`` -> ``OneSix``)."""
     return "".join(NUMBER_WORDS[int(c)] for c in str(int(n)))
