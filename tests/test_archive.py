@@ -75,6 +75,22 @@ def test_every_archived_provenance_is_reproduced_with_the_guests_it_booted():
             assert "guests" not in made, tb
 
 
+def test_every_committed_verdict_table_is_what_the_claims_engine_makes_today():
+    """The verdicts of the study's other campaigns are read, not re-evaluated, by every paper build (rule
+    verdicts): each committed table must be what today's claims and engine make of its campaign."""
+    from hpcvirt import claims, provenance
+
+    entries = claims.load(ROOT / "data/reference/claims.yaml", ROOT / "data/reference/claims.md")
+    tables = sorted((ROOT / "data/results").glob("*/verdicts.csv"))
+    assert {t.parent.name for t in tables} >= {CAMPAIGN} and len(tables) >= 10
+    for table in tables:
+        res = table.parent
+        tidy = pd.concat([pd.read_csv(p) for p in sorted(res.glob("*/tidy.csv"))], ignore_index=True)
+        made = claims.evaluate(entries, tidy, res.name,
+                               caches=provenance.testbed_caches(sorted(res.glob("*/provenance.json"))))
+        assert made.to_csv(index=False) == table.read_text(), f"{table}: rebuild it (rule verdicts)"
+
+
 def test_tidy_schema_matches_the_code_and_the_archive():
     assert list(TIDY_SCHEMA["properties"]) == list(COLUMNS)
     assert set(TIDY_SCHEMA["properties"]["unit"]["enum"]) == set(UNITS)

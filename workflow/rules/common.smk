@@ -242,20 +242,15 @@ PARSED_CAMPAIGN = (
 )
 
 
-def study_campaign_tables(wildcards):
-    return sorted(
-        str(p)
-        for c in study_campaigns()
-        for p in Path("data/results", c).glob("*/tidy.csv")
-    )
-
-
-def study_campaign_hosts(wildcards):
-    return sorted(
-        str(p)
-        for c in study_campaigns()
-        for p in Path("data/results", c).glob("*/provenance.json")
-    )
+def campaign_records(wildcards):
+    """A recorded campaign's tables and host records, as committed (rule verdicts)."""
+    return {
+        name: [
+            ancient(str(p))
+            for p in sorted(Path("data/results", wildcards.campaign).glob(f"*/{name}"))
+        ]
+        for name in ("tidy.csv", "provenance.json")
+    }
 
 
 def archive_host_records(wildcards):

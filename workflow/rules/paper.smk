@@ -100,9 +100,8 @@ rule claims:
         # the committed archive's tables, for "this campaign against the archive"
         archive=archive_tidy_tables,
         archive_hosts=archive_host_records,
-        # every other campaign of the study, for the stability of each verdict
-        campaigns=study_campaign_tables,
-        campaign_hosts=study_campaign_hosts,
+        # the verdicts of every other campaign of the study, for the stability of each
+        campaigns=expand("data/results/{c}/verdicts.csv", c=study_campaigns()),
     output:
         verdicts=report(
             f"data/results/{CAMPAIGN}/claims.csv",
@@ -130,6 +129,29 @@ rule claims:
         figures=[f.name for f in PAPER_FIGURES],
     run:
         localjobs.script(f"{SCRIPTS}/claims.py", input, output, params, log)
+
+
+# The verdicts of one of the study's other campaigns, without their stability
+# (that is the paper's campaign's, rule claims): made once per campaign, not on
+# every paper build; committed with the campaigns' tables, and re-evaluated by
+# the tests (tests/test_archive.py).
+rule verdicts:
+    input:
+        claims="data/reference/claims.yaml",
+        claims_md="data/reference/claims.md",
+        tidy=lambda w: campaign_records(w)["tidy.csv"],
+        hosts=lambda w: campaign_records(w)["provenance.json"],
+    output:
+        verdicts="data/results/{campaign}/verdicts.csv",
+    log:
+        "logs/paper/verdicts-{campaign}.log",
+    wildcard_constraints:
+        campaign="|".join(map(re.escape, study_campaigns())) or "(?!)",
+    params:
+        code=DERIVING_CODE,
+        campaign=lambda w: w.campaign,
+    run:
+        localjobs.script(f"{SCRIPTS}/verdicts.py", input, output, params, log)
 
 
 # The artifact appendix from the campaign's provenance records (hpcvirt.artifact):
@@ -287,6 +309,7 @@ localrules:
     parts,
     reference_table,
     claims,
+    verdicts,
     artifact,
     paper,
     containers,

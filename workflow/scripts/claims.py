@@ -2,7 +2,6 @@
 (hpcvirt.claims), one section per study (hpcvirt.studies), and the campaign
 against the archive (hpcvirt.compare)."""
 
-import json
 import sys
 from pathlib import Path
 
@@ -14,23 +13,14 @@ from hpcvirt.reference import load_reference
 
 snakemake = globals()["snakemake"]
 
-
-def caches(records) -> dict:
-    """Per testbed (the record's folder), the cache sizes of its host."""
-    return {Path(p).parent.name: provenance.cache_sizes(json.loads(Path(p).read_text()).get("host"))
-            for p in records}
-
 with open(snakemake.log[0], "w") as log:
     entries = claims.load(snakemake.input.claims, snakemake.input.claims_md)
     tidy = pd.concat([pd.read_csv(p) for p in snakemake.input.tidy], ignore_index=True)
-    verdicts = claims.evaluate(entries, tidy, snakemake.params.campaign, caches=caches(snakemake.input.hosts))
-    # the same engine on every other campaign of the study: how stable is each verdict?
-    others = {}
-    for name in sorted({Path(p).parent.parent.name for p in snakemake.input.campaigns}):
-        tables = [p for p in snakemake.input.campaigns if Path(p).parent.parent.name == name]
-        hosts = [p for p in snakemake.input.campaign_hosts if Path(p).parent.parent.name == name]
-        others[name] = claims.evaluate(entries, pd.concat([pd.read_csv(p) for p in tables], ignore_index=True),
-                                       name, caches=caches(hosts))
+    verdicts = claims.evaluate(entries, tidy, snakemake.params.campaign,
+                               caches=provenance.testbed_caches(snakemake.input.hosts))
+    # the same engine on every other campaign of the study (rule verdicts): how stable is each verdict?
+    others = {Path(p).parent.name: pd.read_csv(p, keep_default_na=False, na_values=[""])
+              for p in snakemake.input.campaigns}
     verdicts = verdicts.merge(claims.stability(verdicts, others), on="claim", how="left")
     print(f"stability over {len(others)} other campaigns: {sorted(others)}", file=log)
     campaign, archive = snakemake.params.campaign, snakemake.params.archive
@@ -59,7 +49,8 @@ with open(snakemake.log[0], "w") as log:
         # the archive is one of the study's other campaigns, already evaluated for the stability
         archived_verdicts = others.get(archive)
         if archived_verdicts is None:
-            archived_verdicts = claims.evaluate(entries, archived, archive, caches=caches(snakemake.input.archive_hosts))
+            archived_verdicts = claims.evaluate(entries, archived, archive,
+                                                caches=provenance.testbed_caches(snakemake.input.archive_hosts))
         vs_archive = compare.tex(metrics, verdicts, archived_verdicts, campaign, archive, problems)
     else:
         vs_archive = compare.tex(pd.DataFrame(), verdicts, verdicts, campaign, campaign)

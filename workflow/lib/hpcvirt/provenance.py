@@ -113,6 +113,12 @@ def cache_sizes(host: dict | None) -> dict[str, int]:
     return {level: int(size) for level, size in _HWLOC_CACHE_RE.findall(topo)}
 
 
+def testbed_caches(records) -> dict[str, dict[str, int]]:
+    """Per testbed (the folder of its ``provenance.json``), the cache sizes of
+    its host (:func:`cache_sizes`)."""
+    return {Path(p).parent.name: cache_sizes(json.loads(Path(p).read_text()).get("host")) for p in records}
+
+
 def _detect_virt(flag: str) -> str | None:
     """systemd-detect-virt prints 'none' and exits 1 on bare metal."""
     if shutil.which("systemd-detect-virt") is None:
