@@ -553,15 +553,19 @@ def test_changed_library_code_derives_the_numbers_again_and_measures_nothing(tmp
 def test_the_paper_graph_holds_the_jobs_of_the_archive_only():
     """The paper reads the study's other campaigns (the verdicts' stability) and the companions as
     committed records: no parse or measurement job of theirs is in the paper's graph (parsed by rule,
-    every other campaign's raw outputs were jobs of it: about 3,000, 5 s of every build)."""
+    every other campaign's raw outputs were jobs of it: about 3,000, 5 s of every build), only one
+    ``verdicts`` job per other campaign, whose committed table is up to date."""
     from hpcvirt.config import archived_campaign
 
     others = [p.name for p in (ROOT / "data/results").iterdir()
               if p.name.startswith("local-") and p.name != archived_campaign()]
     assert len(others) >= 2, "the study's other archived campaigns are what this test is about"
     res = snakemake(*PROFILE, "--dag", "dot", "paper/main.pdf", cwd=ROOT)
-    campaigns = set(re.findall(r"campaign: ([A-Za-z0-9._-]+)", res.stdout))
+    campaigns = set(re.findall(r"label = \"(?!verdicts\\n)[^\"]*campaign: ([A-Za-z0-9._-]+)", res.stdout))
     assert campaigns == {archived_campaign()}, sorted(campaigns)
+    verdicts = re.findall(r"label = \"verdicts\\ncampaign: ([A-Za-z0-9._-]+)\", [^]]*style=\"([a-z,]+)\"", res.stdout)
+    assert sorted(c for c, _ in verdicts) == sorted(others), verdicts
+    assert all("dashed" in style for _, style in verdicts), "a committed verdict table would be made again"
     # one measurement job per raw output of the archive's plan, but on testbeds measured in rounds
     from hpcvirt.kinds import KINDS
 
