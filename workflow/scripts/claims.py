@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpcvirt import claims, claims_tex, compare, provenance, studies
+from hpcvirt import claims, claims_tex, compare, studies
 from hpcvirt.atomic import write_text
 from hpcvirt.reference import load_reference
 
@@ -15,9 +15,8 @@ snakemake = globals()["snakemake"]
 
 with open(snakemake.log[0], "w") as log:
     entries = claims.load(snakemake.input.claims, snakemake.input.claims_md)
-    tidy = pd.concat([pd.read_csv(p) for p in snakemake.input.tidy], ignore_index=True)
-    verdicts = claims.evaluate(entries, tidy, snakemake.params.campaign,
-                               caches=provenance.testbed_caches(snakemake.input.hosts))
+    tidy, verdicts = claims.evaluate_campaign(entries, snakemake.input.tidy, snakemake.input.hosts,
+                                              snakemake.params.campaign)
     # the same engine on every other campaign of the study (rule verdicts): how stable is each verdict?
     others = {Path(p).parent.name: pd.read_csv(p, keep_default_na=False, na_values=[""])
               for p in snakemake.input.campaigns}
@@ -44,13 +43,14 @@ with open(snakemake.log[0], "w") as log:
     rmap = studies.load_map(snakemake.input.reproduction, testbeds)
     per_study = studies.all_tex(ref, testbeds, figs, verdicts, rmap, set(snakemake.params.figures), tidy)
     if campaign != archive and snakemake.input.archive:
-        archived = pd.concat([pd.read_csv(p) for p in snakemake.input.archive], ignore_index=True)
-        metrics = compare.compare(tidy, archived, int(snakemake.params.latency_bytes))
         # the archive is one of the study's other campaigns, already evaluated for the stability
-        archived_verdicts = others.get(archive)
-        if archived_verdicts is None:
-            archived_verdicts = claims.evaluate(entries, archived, archive,
-                                                caches=provenance.testbed_caches(snakemake.input.archive_hosts))
+        if archive in others:
+            archived = pd.concat([pd.read_csv(p) for p in snakemake.input.archive], ignore_index=True)
+            archived_verdicts = others[archive]
+        else:
+            archived, archived_verdicts = claims.evaluate_campaign(entries, snakemake.input.archive,
+                                                                   snakemake.input.archive_hosts, archive)
+        metrics = compare.compare(tidy, archived, int(snakemake.params.latency_bytes))
         vs_archive = compare.tex(metrics, verdicts, archived_verdicts, campaign, archive, problems)
     else:
         vs_archive = compare.tex(pd.DataFrame(), verdicts, verdicts, campaign, campaign)

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import stats, yamlio
+from . import provenance, stats, yamlio
 from .labels import fmt_g
 from .query import QueryError, leaves, per_round, select, selector_error
 from .analysis import normalize_units
@@ -284,6 +284,13 @@ def threshold_text(test: str, bound) -> str:
     if test == "within":
         return f"in [{fmt_g(bound[0])}, {fmt_g(bound[1])}]"
     return f"{'<' if test == 'below' else '>'} {fmt_g(bound)}"
+
+
+def evaluate_campaign(claims: list[Claim], tidy_paths, host_paths, campaign: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tidy, verdicts) of a campaign from its testbeds' tables and host records
+    (``provenance.json``: their caches, :func:`provenance.testbed_caches`)."""
+    tidy = pd.concat([pd.read_csv(p) for p in tidy_paths], ignore_index=True)
+    return tidy, evaluate(claims, tidy, campaign, caches=provenance.testbed_caches(host_paths))
 
 
 def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: float = 0.95,
