@@ -78,16 +78,15 @@ def test_every_archived_provenance_is_reproduced_with_the_guests_it_booted():
 def test_every_committed_verdict_table_is_what_the_claims_engine_makes_today():
     """The verdicts of the study's other campaigns are read, not re-evaluated, by every paper build (rule
     verdicts): each committed table must be what today's claims and engine make of its campaign."""
-    from hpcvirt import claims, provenance
+    from hpcvirt import claims
 
     entries = claims.load(ROOT / "data/reference/claims.yaml", ROOT / "data/reference/claims.md")
     tables = sorted((ROOT / "data/results").glob("*/verdicts.csv"))
     assert {t.parent.name for t in tables} >= {CAMPAIGN} and len(tables) >= 10
     for table in tables:
         res = table.parent
-        tidy = pd.concat([pd.read_csv(p) for p in sorted(res.glob("*/tidy.csv"))], ignore_index=True)
-        made = claims.evaluate(entries, tidy, res.name,
-                               caches=provenance.testbed_caches(sorted(res.glob("*/provenance.json"))))
+        _, made = claims.evaluate_campaign(entries, sorted(res.glob("*/tidy.csv")),
+                                           sorted(res.glob("*/provenance.json")), res.name)
         assert made.to_csv(index=False) == table.read_text(), f"{table}: rebuild it (rule verdicts)"
 
 

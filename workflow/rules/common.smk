@@ -242,15 +242,13 @@ PARSED_CAMPAIGN = (
 )
 
 
-def campaign_records(wildcards):
-    """A recorded campaign's tables and host records, as committed (rule verdicts)."""
-    return {
-        name: [
-            ancient(str(p))
-            for p in sorted(Path("data/results", wildcards.campaign).glob(f"*/{name}"))
-        ]
-        for name in ("tidy.csv", "provenance.json")
-    }
+def campaign_records(wildcards, name):
+    """A recorded campaign's files of one name (its testbeds' tidy.csv or
+    provenance.json), as committed (rule verdicts)."""
+    return [
+        ancient(str(p))
+        for p in sorted(Path("data/results", wildcards.campaign).glob(f"*/{name}"))
+    ]
 
 
 def archive_host_records(wildcards):

@@ -139,8 +139,8 @@ rule verdicts:
     input:
         claims="data/reference/claims.yaml",
         claims_md="data/reference/claims.md",
-        tidy=lambda w: campaign_records(w)["tidy.csv"],
-        hosts=lambda w: campaign_records(w)["provenance.json"],
+        tidy=lambda w: campaign_records(w, "tidy.csv"),
+        hosts=lambda w: campaign_records(w, "provenance.json"),
     output:
         verdicts="data/results/{campaign}/verdicts.csv",
     log:

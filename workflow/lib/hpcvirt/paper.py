@@ -15,6 +15,7 @@ companion campaigns' sections :mod:`hpcvirt.companions`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -59,7 +60,7 @@ def quick_look(quick: bool) -> Macros:
 
 
 def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int = 8,
-                     hosts: dict | None = None, guest_shapes: list[dict] = (), quick: bool = False) -> Macros:
+                     hosts: dict | None = None, guest_shapes: Sequence[dict] = (), quick: bool = False) -> Macros:
     """The campaign's facts and the headline macros of every configuration;
     ``guest_shapes``: the shapes the guests were booted in (``count``, ``vcpus``;
     :func:`hpcvirt.analysis.host_summary`), as ``\\hvGuestCount``,
