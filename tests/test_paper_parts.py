@@ -237,7 +237,7 @@ def test_the_introduction_lists_the_testbeds_the_campaign_measured_on():
 
 def test_the_guests_vcpus_and_the_host_cores_come_from_the_records():
     """The guests' count and vCPUs are those their runs booted (provenance ``guests``), the cores those
-    of the host's record; no section types them."""
+    of the host's record; no section types them, nor the guests' count or the applications' ranks in them."""
     import json
 
     import pandas as pd
@@ -256,10 +256,12 @@ def test_the_guests_vcpus_and_the_host_cores_come_from_the_records():
     assert (four["hvGuestCount"], four["hvGuestVcpus"], four["hvGuestVcpusTotal"]) == ("three", "four", "12")
     none = campaign_numbers(summary, tidy, hosts=records[0])
     assert "hvGuestVcpus" not in none and "hvGuestCount" not in none
+    assert m["hvAppVmRanks"] == "two"   # the applications' ranks across the guests (one on each)
     parts = {p.name: p.read_text() for p in (ROOT / "paper/sections/parts").glob("*.tex")}
-    for name, text in {**SECTIONS, **parts}.items():
-        assert not re.search(r"\b(one|two|four|eight) (emulated )?vCPUs|\b(on|share) two cores|\bthe two cores",
-                             text), name
+    main = {"main.tex": (ROOT / "paper/main.tex").read_text()}
+    for name, text in {**SECTIONS, **parts, **main}.items():
+        assert not re.search(r"\b(one|two|four|eight) (emulated )?vCPUs|\b(on|share) two cores|\bthe two cores"
+                             r"|\b(one|two|three|four)\s+(QEMU\s+)?guests\b|\bthree applications", text), name
     assert "the \\hvGuestVcpusTotal{} emulated vCPUs of the \\hvGuestCount{} guests" in parts[
         "threats-emulated-guests.tex"].replace("\n", " ")
 

@@ -138,7 +138,10 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
     # the applications in the guests: VM/native time ratio on the guests' input, and that input
     from .apps import app_vm_ratio
 
-    for _, r in app_vm_ratio(tidy).iterrows():
+    vm_apps = app_vm_ratio(tidy)
+    if len(vm_apps):
+        m["hvAppVmRanks"] = " or ".join(count_text(n) for n in sorted(set(vm_apps["ranks"])))
+    for _, r in vm_apps.iterrows():
         k = f"hvAppVm{camel(r['benchmark'])}{camel(r['testbed'])}"
         m[k] = fmt(r["ratio"])
         m[f"{k}Lo"] = fmt(r["ratio_lo"])
