@@ -128,12 +128,14 @@ def test_a_small_melt_runs_through_the_local_testbed_and_a_killed_one_leaves_not
     assert execute(launch(small, testbeds["local"]), out, timeout=120)["exit_code"] == 0, out.read_text()[-2000:]
     rows = {m.metric: m.value for m in lammps.parse(out, REGISTRY["lammps"].expected(small.settings, []))}
     assert rows["atoms"] == 4 * 6 ** 3 and rows["loop_time"] > 0
-    # the study's size, killed at a time limit: rejected, and no rank left running
+    # ten times the study's steps (the study's own run can end within the limit on a fast host),
+    # killed at a time limit: rejected, and no rank left running
     # (its ranks carry the directory where they record their hosts, this test's own: other tests
     # running at the same time may run lmp too)
+    long = dataclasses.replace(c, settings={**c.settings, "steps": 10 * c.settings["steps"]})
     hosts = tmp_path / "rank-hosts"
     hosts.mkdir()
-    status = execute(launch(c, testbeds["local"]), tmp_path / "rep-2.out", timeout=3, rank_hosts_dir=hosts)
+    status = execute(launch(long, testbeds["local"]), tmp_path / "rep-2.out", timeout=3, rank_hosts_dir=hosts)
     assert status["timed_out"]
     with pytest.raises(ParseError, match="no 'Total wall time' line"):
         lammps.parse(tmp_path / "rep-2.out")
