@@ -78,7 +78,7 @@ def test_the_archive_has_every_declared_number_and_the_tables_print_the_same():
     latency_bytes = STUDY["paper"]["latency_bytes"]
     declared = numbers.load(DECLARED)
     got = numbers.macros(tidy, declared, latency_bytes=latency_bytes)
-    assert {f"{n.macro}{s}" for n in declared for s in ("", "Lo", "Hi")} == set(got)
+    assert {f"{n.macro}{s}" for n in declared for s in ("", "Lo", "Hi", "N")} == set(got)
     tables = _table_values(tidy, latency_bytes)
     for n in declared:
         s = n.selectors[0]
@@ -103,6 +103,22 @@ def test_a_campaign_without_the_rows_writes_no_macro_for_them():
     no_vm = tidy[tidy["testbed"] != "vm"]
     got = numbers.macros(no_vm, numbers.load(DECLARED), latency_bytes=8)
     assert "hvOvhLatVmOpenmpiNet" not in got and "hvOvhLatBridgeOpenmpiNet" in got
+
+
+def test_a_number_of_one_round_says_so_and_the_text_prints_no_interval_of_it():
+    """Each number writes its rounds (``N``); ``\\hvci``/``\\hvint`` (paper/main.tex) print no interval
+    of no width for a number of one round (the guests ran one round in the archive), and no text
+    prints a number's ``Lo``/``Hi`` but through them."""
+    got = numbers.macros(archive_tidy(), numbers.load(DECLARED), latency_bytes=8)
+    assert got["hvOvhLatVmOpenmpiNetN"] == "1" and got["hvOvhLatVmOpenmpiNetLo"] == got["hvOvhLatVmOpenmpiNetHi"]
+    assert int(got["hvOvhLatBridgeOpenmpiNetN"]) == 5
+    texts = [ROOT / "paper/main.tex", *sorted((ROOT / "paper/sections").rglob("*.tex"))]
+    for path in texts:
+        text = "".join(line for line in path.read_text().splitlines(True) if not line.lstrip().startswith("%"))
+        raw = re.findall(r"\\hv[A-Za-z]+(?:Lo|Hi)\b", text)
+        assert not raw, f"{path.name} prints {raw}: write \\hvci{{\\hvX}} or \\hvint{{\\hvX}}"
+    main = (ROOT / "paper/main.tex").read_text()
+    assert "\\newcommand{\\hvci}[1]{\\hv@ifone{#1}{one round, no interval}" in main
 
 
 @pytest.mark.parametrize("edit, needle", [

@@ -28,7 +28,7 @@ def test_a_typed_number_is_found(sentence, typed):
 
 
 @pytest.mark.parametrize("sentence", [
-    "MILC takes \\hvAppVmMilcVm{} [\\hvAppVmMilcVmLo, \\hvAppVmMilcVmHi] times",
+    "MILC takes \\hvAppVmMilcVm{} \\hvint{\\hvAppVmMilcVm} times (\\hvci{\\hvOvhLatVmOpenmpiNet})",
     "the claim \\claimsays{RAM-1}{not testable} (\\claimthreshold{RAM-1}{2})",
     "as in Fig.~5 of the study and Table~\\ref{tab:values-atif2016}",
     "across the bridge limited to \\hvvalue{\\hvRateBridgeTenG}, four iperf3 streams",

@@ -334,6 +334,8 @@ def test_tiny_study_end_to_end(tmp_path):
     text = subprocess.run(["pdftotext", "-l", "1", work / "paper/main.pdf", "-"], capture_output=True, text=True,
                           check=True).stdout
     assert "Quick look" in text and "not the archived campaign" in text, text[:2000]
+    # one round: the abstract gives no interval of no width ("CI 1.47–1.47") but says there is none
+    assert "one round, no interval" in text and not re.search(r"CI (-?[\d.]+)–\1\b", text), text[:3000]
     assert (work / "paper/figures/pingpong.pdf").exists()
     numbers = (work / "paper/generated/numbers.tex").read_text()
     for name in ("hvLatLocalOpenmpiShm", "hvLatLocalOpenmpiTcp", "hvPeakLocalOpenmpiTcp", "hvLatLocalQperfTcp",

@@ -96,10 +96,10 @@ def per_round_values(tidy: pd.DataFrame, number: Number, *, latency_bytes: int) 
 
 def macros(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, level: float = 0.95,
            ambiguous=None) -> Macros:
-    """``\\<macro>``, ``Lo`` and ``Hi`` of every declaration the campaign has rows for.  A declaration
-    whose selector picks several configurations of this campaign (another study's testbeds or
-    variants) raises :class:`NumbersError`, or with ``ambiguous`` (a callable taking the message)
-    is reported there and writes nothing, like a number the campaign lacks."""
+    """``\\<macro>``, ``Lo``, ``Hi`` and ``N`` (its rounds) of every declaration the campaign has
+    rows for.  A declaration whose selector picks several configurations of this campaign (another
+    study's testbeds or variants) raises :class:`NumbersError`, or with ``ambiguous`` (a callable
+    taking the message) is reported there and writes nothing, like a number the campaign lacks."""
     tidy = normalize_units(tidy)
     out = Macros()
     for n in numbers:
@@ -117,4 +117,5 @@ def macros(tidy: pd.DataFrame, numbers: list[Number], *, latency_bytes: int, lev
         ci = {k: v * n.scale for k, v in stats.median_ci(values, level).items() if k in ("median", "ci_low", "ci_high")}
         out[n.macro] = fmt(ci["median"])
         out[f"{n.macro}Lo"], out[f"{n.macro}Hi"] = fmt(ci["ci_low"]), fmt(ci["ci_high"])
+        out[f"{n.macro}N"] = str(len(values))   # one round has no interval (\hvci, paper/main.tex)
     return out

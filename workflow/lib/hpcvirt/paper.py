@@ -146,6 +146,7 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
         m[k] = fmt(r["ratio"])
         m[f"{k}Lo"] = fmt(r["ratio_lo"])
         m[f"{k}Hi"] = fmt(r["ratio_hi"])
+        m[f"{k}N"] = str(int(r["n"]))
         m[f"{k}Input"] = latex_escape(str(r["variant"]))
         # LAMMPS' variant names its atoms; its steps are the iteration count of its loop time
         loop = tidy[(bench == r["benchmark"]) & (tidy["testbed"] == r["testbed"]) & (tidy["variant"] == r["variant"])
@@ -159,10 +160,12 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
             m[f"{pre}Lat{k}"] = fmt(r["lat"])
             m[f"{pre}Lat{k}Lo"] = fmt(r["lat_lo"])
             m[f"{pre}Lat{k}Hi"] = fmt(r["lat_hi"])
+            m[f"{pre}Lat{k}N"] = str(int(r["lat_n"]))
         if "peak" in r and pd.notna(r.get("peak")):
             m[f"{pre}Peak{k}"] = fmt(r["peak"])
             m[f"{pre}Peak{k}Lo"] = fmt(r["peak_lo"])
             m[f"{pre}Peak{k}Hi"] = fmt(r["peak_hi"])
+            m[f"{pre}Peak{k}N"] = str(int(r["peak_n"]))
             m[f"{pre}PeakSize{k}"] = fmt_bytes(int(r["peak_bytes"]))
     return m
 
@@ -251,6 +254,7 @@ def commprof_numbers(summary: pd.DataFrame) -> Macros:
         m[f"hvProfShare{k}"] = fmt(100 * r["median"], 2)
         m[f"hvProfShare{k}Lo"] = fmt(100 * r["ci_low"], 2)
         m[f"hvProfShare{k}Hi"] = fmt(100 * r["ci_high"], 2)
+        m[f"hvProfShare{k}N"] = str(int(r["n"]))
     for (kernel, tb), g in matrix.groupby(["kernel", "testbed"]):
         k = f"{camel(kernel)}{camel(tb)}"
         m[f"hvProfMiB{k}"] = fmt(g["median"].sum() / 2**20)
