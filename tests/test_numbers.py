@@ -170,3 +170,28 @@ def test_a_number_is_made_once_under_a_valid_name():
     with pytest.raises(TypeError):
         m.setdefault("hvOther", "1")
     assert m == {"hvLatBytes": "8", "hvCampaign": "c"}
+
+
+def test_a_value_of_one_round_prints_its_median_alone_in_the_tables_and_the_claims():
+    """The guests ran one round in the archive: their rows in the tables and their claims' values print
+    the median alone (with "one round" in the claims), not an interval of no width; the others keep
+    theirs, and every such table's caption says why."""
+    from hpcvirt import claims_tex
+    from hpcvirt.labels import ONE_ROUND, fmt_ci
+    from hpcvirt.tables import overheads_tex, results_table_tex
+
+    assert fmt_ci(3.0, 3.0, 3.0, 1) == "3.00" and fmt_ci(3.0, 2.0, 4.0, 5) == "3.00 [2.00, 4.00]"
+    assert fmt_ci(3.0, 2.0, 4.0) == "3.00 [2.00, 4.00]" and fmt_ci(3.0, 2.0, 4.0, float("nan")) == "3.00 [2.00, 4.00]"
+    res = ROOT / "data/results" / STUDY["campaign"]
+    summary = pd.read_csv(res / "summary.csv", keep_default_na=False, na_values=[""])
+    tidy = archive_tidy()
+    degenerate = re.compile(r"(-?[\d.]+) \[\1, \1\]")
+    for table in (results_table_tex(summary, latency_bytes=8), overheads_tex(tidy, latency_bytes=8)):
+        assert ONE_ROUND in table and not degenerate.search(table), degenerate.search(table)
+        vm = [line for line in table.splitlines() if line.startswith("vm")]
+        assert vm and all("[" not in line for line in vm) and re.search(r"\d \[[-\d.]+, [-\d.]+\]", table)
+    claims = pd.read_csv(res / "claims.csv", keep_default_na=False, na_values=[""])
+    one = claims[(claims["n"] == 1) & claims["median"].notna()].iloc[0]
+    assert claims_tex.value_text(one).endswith("(one round)") and "[" not in claims_tex.value_text(one)
+    many = claims[(claims["n"] >= 2) & claims["median"].notna()].iloc[0]
+    assert "[" in claims_tex.value_text(many)

@@ -18,6 +18,13 @@ def macro_name(cid: str) -> str:
     return cid.replace("-", "")
 
 
+def value_text(r) -> str:
+    """A check's median [CI] and unit; a check of one round, its median, unit and "one round": one round
+    has no interval."""
+    ci = f" [{fmt_g(r['ci_low'])}, {fmt_g(r['ci_high'])}]" if pd.notna(r["n"]) and int(r["n"]) >= 2 else ""
+    return f"{fmt_g(r['median'])}{ci}{(' ' + tex(r['unit'])) if r['unit'] else ''}{'' if ci else ' (one round)'}"
+
+
 def tex_macros(verdicts: pd.DataFrame) -> str:
     """\\claimverdict{ID}, \\claimvalue{ID}{check} (median [CI]) and
     \\claimthreshold{ID}{check} (the verdict rule's threshold) for every claim."""
@@ -30,8 +37,7 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
                 thr = r["threshold"].replace("<", "$<$").replace(">", "$>$")
                 out.append(f"\\@namedef{{hvclaimthr@{cid}@{int(r['check'])}}}{{{thr}}}\n")
             if pd.notna(r.get("median")):
-                out.append(f"\\@namedef{{hvclaimval@{cid}@{int(r['check'])}}}{{{fmt_g(r['median'])} "
-                           f"[{fmt_g(r['ci_low'])}, {fmt_g(r['ci_high'])}]{(' ' + tex(r['unit'])) if r['unit'] else ''}}}\n")
+                out.append(f"\\@namedef{{hvclaimval@{cid}@{int(r['check'])}}}{{{value_text(r)}}}\n")
     counts_t = counts(verdicts)
     for v in VERDICTS:
         n = int(counts_t[v].sum()) if v in counts_t else 0
@@ -83,8 +89,7 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
                 parts = []
                 for _, r in c.iterrows():
                     if pd.notna(r["median"]):
-                        parts.append(f"{tex(r['quantity'])}: {fmt_g(r['median'])} [{fmt_g(r['ci_low'])}, "
-                                     f"{fmt_g(r['ci_high'])}]{(' ' + tex(r['unit'])) if r['unit'] else ''} "
+                        parts.append(f"{tex(r['quantity'])}: {value_text(r)} "
                                      f"{tex(r['threshold'])}{DAGGER if r['tcg'] else ''}: {r['verdict']}")
                     else:
                         parts.append(f"{tex(r['quantity'])}: \\emph{{{tex(r['reason'])}}}")

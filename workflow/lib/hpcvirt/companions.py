@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from .benchmarks import REGISTRY
-from .labels import (MPI_LABEL, PATH_LABEL, RUNTIME_LABEL, camel, fmt, fmt_bytes, fmt_ci, latex_escape,
-                     macro, path_key, path_label, reported)
+from .labels import (MPI_LABEL, ONE_ROUND, PATH_LABEL, RUNTIME_LABEL, camel, fmt, fmt_bytes, fmt_ci,
+                     latex_escape, macro, path_key, path_label, reported)
 
 #: The point-to-point suites of the container comparison (the MPI ones), in its order: as each declares
 #: its rows (hpcvirt.benchmarks.PointToPoint).
@@ -100,20 +100,23 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
         for metric in ("latency", "peak_bandwidth"):
             for rt in runtimes:
                 m = g[(g["runtime"] == rt) & (g["metric"] == metric)]
-                cells.append(fmt_ci(m.iloc[0]["ratio"], m.iloc[0]["ratio_lo"], m.iloc[0]["ratio_hi"]) if len(m) else "--")
+                cells.append(fmt_ci(m.iloc[0]["ratio"], m.iloc[0]["ratio_lo"], m.iloc[0]["ratio_hi"], m.iloc[0]["n"])
+                             if len(m) else "--")
         rows.append(f"{SUITE_LABEL.get(bench, latex_escape(bench))} & {MPI_LABEL.get(mpi, latex_escape(mpi))} & "
                     f"{PATH_LABEL.get(path, latex_escape(path))} & " + " & ".join(cells) + f" & {int(g['n'].min())} \\\\")
     names = [RUNTIME_LABEL.get(rt, latex_escape(rt)) for rt in runtimes]
     ncol = len(runtimes)
-    level = p2p["ci_level"].min()
+    # the coverage of the intervals (a value of one round has none: fmt_ci prints its median alone)
+    level = p2p.loc[p2p["n"] >= 2, "ci_level"].min() if (p2p["n"] >= 2).any() else 0.0
     table = (
         "\\begin{table}[t]\n\\centering\\small\n"
         f"\\caption{{Containers against the bare host (campaign \\texttt{{{latex_escape(campaign)}}}): "
         f"latency at {fmt_bytes(latency_bytes)} and peak bandwidth, container / bare host, "
         "paired by interleaved round (each round ran the three configurations back to back), "
-        f"median [CI] over $n$ rounds (achieved coverage at least {fmt(100 * level, 3)}\\,\\%; "
-        "with 3 rounds the CI is the range). Latency above 1 and bandwidth below 1 are costs of the container. "
-        "Two ranks on one 2-core host, the same Debian MPI inside and outside the image (hybrid model).}\n"
+        f"median [CI] over $n$ rounds (achieved coverage at least {fmt(100 * level, 3)}\\,\\%"
+        f"{'; with at most five rounds the CI is their range' if p2p['n'].max() <= 5 else ''}).{ONE_ROUND} "
+        "Latency above 1 and bandwidth below 1 are costs of the container. "
+        "Two ranks on one host, the same Debian MPI inside and outside the image (hybrid model).}\n"
         "\\label{tab:containers}\n\\resizebox{\\linewidth}{!}{%\n"
         f"\\begin{{tabular}}{{lll{'l' * (2 * ncol)}r}}\n\\toprule\n"
         f" & & & \\multicolumn{{{ncol}}}{{c}}{{Latency ratio}} & \\multicolumn{{{ncol}}}{{c}}{{Bandwidth ratio}} & \\\\\n"
@@ -136,11 +139,12 @@ def _datapath_benchmarks():
 
 
 def _ci_or_dash(r, key: str) -> str:
-    """``_ci`` of a row's ``key`` (with ``_lo``/``_hi``), or a dash where the row has none."""
+    """``fmt_ci`` of a row's ``key`` (with ``_lo``/``_hi`` and, where the row has it, ``_n``), or a dash where
+    the row has none."""
     v = r.get(key) if hasattr(r, "get") else None
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "--"
-    return fmt_ci(v, r[key + "_lo"], r[key + "_hi"])
+    return fmt_ci(v, r[key + "_lo"], r[key + "_hi"], r.get(key + "_n"))
 
 
 def _richter_config(r) -> str:
@@ -260,8 +264,9 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
             "\\begin{table}[!tbp]\n\\centering\\scriptsize\n"
             f"\\caption{{What each data path costs (campaign \\texttt{{{latex_escape(campaign)}}}): {mpi_p2p.label} "
             f"({MPI_LABEL['openmpi']}, one rank per host) latency at {fmt_bytes(latency_bytes)} ($\\mu$s) and peak "
-            f"bandwidth (Gbit/s), raw TCP bandwidth ({tcp_p2p.label}, Gbit/s) and the aggregate of four concurrent "
-            f"TCP streams ({REGISTRY.by_experiment('streams').name}, Gbit/s), median [CI] over the rounds. Loopback: "
+            f"bandwidth (Gbit/s), raw TCP bandwidth ({tcp_p2p.label}, Gbit/s) and the aggregate of concurrent "
+            f"TCP streams ({REGISTRY.by_experiment('streams').name}, Gbit/s), median [CI] over the rounds."
+            f"{ONE_ROUND} Loopback: "
             f"this host, no network. {mpi_p2p.label}'s peak over a "
             f"limited link is above the limit: the token bucket's burst lets a message of a few kilobytes pass at "
             f"the bridge's speed. --: not measured on that path in this campaign (the study's "

@@ -262,8 +262,15 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{decimals}f}"
 
 
-def fmt_ci(v: float, lo: float, hi: float) -> str:
-    """``median [low, high]`` with :func:`fmt`."""
+#: What a table's caption says of a value of one round (:func:`fmt_ci` prints no interval for it).
+ONE_ROUND = " A value of one round is its median alone: one round has no interval."
+
+
+def fmt_ci(v: float, lo: float, hi: float, n=None) -> str:
+    """``median [low, high]`` with :func:`fmt`; a value of ``n`` = 1 round, the median alone (an interval
+    of no width and no coverage is none)."""
+    if n is not None and not (isinstance(n, float) and math.isnan(n)) and int(n) < 2:
+        return fmt(v)
     return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
 
 

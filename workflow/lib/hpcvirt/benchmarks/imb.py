@@ -111,7 +111,7 @@ def agreement_tex(summary, tidy, *, latency_bytes: int = 8) -> str:
     ``workflow/numbers.yaml``)."""
     import pandas as pd
 
-    from ..labels import MPI_LABEL, PATH_LABEL, empty_table, fmt_bytes, fmt_ci, latex_escape, testbed_label
+    from ..labels import MPI_LABEL, ONE_ROUND, PATH_LABEL, empty_table, fmt_bytes, fmt_ci, latex_escape, testbed_label
 
     ag = agreement(tidy, latency_bytes=latency_bytes)
     if ag.empty:
@@ -122,8 +122,11 @@ def agreement_tex(summary, tidy, *, latency_bytes: int = 8) -> str:
         for name in ("lat", "peak"):
             for tool in ("imb", "netpipe"):
                 v = r.get(f"{tool}_{name}")
-                cells.append(fmt_ci(v, r[f"{tool}_{name}_lo"], r[f"{tool}_{name}_hi"]) if pd.notna(v) else "--")
-            cells.append(fmt_ci(r[f"{name}_ratio"], r[f"{name}_ratio_lo"], r[f"{name}_ratio_hi"])
+                cells.append(fmt_ci(v, r[f"{tool}_{name}_lo"], r[f"{tool}_{name}_hi"], r.get(f"{tool}_n"))
+                             if pd.notna(v) else "--")
+            # the pairs of rounds are at most the rounds of either tool
+            pairs = min(r.get("imb_n", float("nan")), r.get("netpipe_n", float("nan")))
+            cells.append(fmt_ci(r[f"{name}_ratio"], r[f"{name}_ratio_lo"], r[f"{name}_ratio_hi"], pairs)
                          if pd.notna(r.get(f"{name}_ratio")) else "--")
         label = f"{MPI_LABEL.get(r['mpi'], r['mpi'])}, {PATH_LABEL.get(r['interconnect'], r['interconnect'])}"
         rows.append(f"{latex_escape(testbed_label(r['testbed'], r['virtualization']))} & {latex_escape(label)} & "
@@ -134,7 +137,7 @@ def agreement_tex(summary, tidy, *, latency_bytes: int = 8) -> str:
         f"\\caption{{Method check: IMB PingPong and NetPIPE on the same path. Latency at {fmt_bytes(latency_bytes)} "
         "(\\textmu s; IMB: half the round trip averaged over its repetitions, NetPIPE: half the round trip of its "
         "best trial) and peak bandwidth (Gbit/s), median [CI] over the repetitions, and the ratio IMB/NetPIPE "
-        "paired by interleaved round.}\n"
+        f"paired by interleaved round.{ONE_ROUND}}}\n"
         "\\label{tab:agreement}\n\\resizebox{\\linewidth}{!}{%\n"
         "\\begin{tabular}{llllllll}\n\\toprule\n"
         "Testbed & MPI, path & Lat.\\ IMB & Lat.\\ NetPIPE & Ratio & Peak IMB & Peak NetPIPE & Ratio "
