@@ -21,8 +21,9 @@ def macro_name(cid: str) -> str:
 def value_text(r) -> str:
     """A check's median [CI] and unit; a check of one round, its median, unit and "one round": one round
     has no interval."""
-    ci = f" [{fmt_g(r['ci_low'])}, {fmt_g(r['ci_high'])}]" if pd.notna(r["n"]) and int(r["n"]) >= 2 else ""
-    return f"{fmt_g(r['median'])}{ci}{(' ' + tex(r['unit'])) if r['unit'] else ''}{'' if ci else ' (one round)'}"
+    one = pd.notna(r.get("n")) and int(r["n"]) < 2
+    ci = "" if one else f" [{fmt_g(r['ci_low'])}, {fmt_g(r['ci_high'])}]"
+    return f"{fmt_g(r['median'])}{ci}{(' ' + tex(r['unit'])) if r['unit'] else ''}{' (one round)' if one else ''}"
 
 
 def tex_macros(verdicts: pd.DataFrame) -> str:
