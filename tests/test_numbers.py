@@ -195,3 +195,18 @@ def test_a_value_of_one_round_prints_its_median_alone_in_the_tables_and_the_clai
     assert claims_tex.value_text(one).endswith("(one round)") and "[" not in claims_tex.value_text(one)
     many = claims[(claims["n"] >= 2) & claims["median"].notna()].iloc[0]
     assert "[" in claims_tex.value_text(many)
+
+
+def test_a_quick_look_against_the_archive_prints_no_interval_of_its_one_round():
+    """A campaign of one round against the archive (the quick look's section "This Campaign Against the
+    Archive"): its medians stand alone, the archive's keep their intervals."""
+    from hpcvirt import compare
+
+    tidy = archive_tidy()
+    one = tidy[tidy["rep"] == tidy["rep"].min()]
+    metrics = compare.compare(one, tidy, latency_bytes=8)
+    assert len(metrics) and (metrics["new_n"] == 1).all() and (metrics["archive_n"] >= 2).any()
+    verdicts = pd.DataFrame({"claim": ["EXP-1"], "claim_verdict": ["holds"]})
+    text = compare.tex(metrics, verdicts, verdicts, "quick-x", STUDY["campaign"])
+    assert not re.search(r"(-?[\d.e+]+) \[\1, \1\]", text) and "one round: the median" in text
+    assert re.search(r"\d \[[-\d.e+]+, [-\d.e+]+\] & [-\d.e+]+ & (yes|no)", text)

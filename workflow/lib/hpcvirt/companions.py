@@ -138,13 +138,13 @@ def _datapath_benchmarks():
     return found[True][0], found[False][0]
 
 
-def _ci_or_dash(r, key: str) -> str:
-    """``fmt_ci`` of a row's ``key`` (with ``_lo``/``_hi`` and, where the row has it, ``_n``), or a dash where
-    the row has none."""
+def _ci_or_dash(r, key: str, n=None) -> str:
+    """``fmt_ci`` of a row's ``key`` (with ``_lo``/``_hi``, and its rounds: ``n`` or the row's ``_n``), or a
+    dash where the row has none."""
     v = r.get(key) if hasattr(r, "get") else None
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "--"
-    return fmt_ci(v, r[key + "_lo"], r[key + "_hi"], r.get(key + "_n"))
+    return fmt_ci(v, r[key + "_lo"], r[key + "_hi"], r.get(key + "_n") if n is None else n)
 
 
 def _richter_config(r) -> str:
@@ -209,7 +209,8 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
             rows.append(f"{rep} & \\multicolumn{{4}}{{p{{5.2cm}}}}{{\\emph{{{latex_escape(r['why'])}}}}} \\\\")
         else:
             rows.append(f"{rep} & {_richter_config(r)} & "
-                        f"{_ci_or_dash(r, 't')} & {_ci_or_dash(r, 's')} & {_ci_or_dash(r, 'e')} \\\\")
+                        f"{_ci_or_dash(r, 't', r.get('rounds'))} & {_ci_or_dash(r, 's', r.get('pairs'))} & "
+                        f"{_ci_or_dash(r, 'e', r.get('pairs'))} \\\\")
     extra = table[table["kind"] == "extra"]
     if len(extra):
         rows.append("\\midrule")
@@ -217,7 +218,8 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
             what = ("the serial run of the guests' input" if r["path"] == "this host"
                     else f"no set-up in the report: {latex_escape(r['path'])}")
             rows.append(f"\\multicolumn{{5}}{{l}}{{\\emph{{{what}}}}} & {_richter_config(r)} & "
-                        f"{_ci_or_dash(r, 't')} & {_ci_or_dash(r, 's')} & {_ci_or_dash(r, 'e')} \\\\")
+                        f"{_ci_or_dash(r, 't', r.get('rounds'))} & {_ci_or_dash(r, 's', r.get('pairs'))} & "
+                        f"{_ci_or_dash(r, 'e', r.get('pairs'))} \\\\")
     out.append(
         "\\newcommand{\\hvRichterTable}{%\n"
         "\\begin{table*}[!tbp]\n\\centering\\scriptsize\n"
@@ -225,7 +227,8 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
         f"speed-up $S = T(\\mathrm{{1a}})/T$, efficiency $E = S/n$) beside this host's counterparts (right; "
         f"campaign \\texttt{{{latex_escape(campaign)}}}): the solver's wall time at the report's mesh size "
         f"(\\hvRichterSteps{{}} time steps; the report: 1\\,s of simulated time in about 1{{,}}000), "
-        f"median [CI] over the rounds after the first (left out as the report left out its first run); "
+        f"median [CI] over the rounds after the first (left out as the report left out its first run; one "
+        f"round left: the median alone, with no interval); "
         f"$S$ paired by round with the serial run on this host of the same input; $n$ the ranks. Two network "
         f"namespaces stand for two servers, a VXLAN tunnel for Open vSwitch's GRE tunnel, the unlimited link for "
         f"InfiniBand; a QEMU guest for the KVM guest, on a smaller input (in brackets) when it runs "

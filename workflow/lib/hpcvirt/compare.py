@@ -46,9 +46,15 @@ def compare(new: pd.DataFrame, archive: pd.DataFrame, latency_bytes: int = 8, le
         ca, cb = stats.median_ci(ga["value"], level), stats.median_ci(gb["value"], level)
         overlap = ca["ci_low"] <= cb["ci_high"] and cb["ci_low"] <= ca["ci_high"]
         rows.append(dict(zip(CONFIG + ["what", "unit"], key), archive=ca["median"], archive_lo=ca["ci_low"],
-                         archive_hi=ca["ci_high"], new=cb["median"], new_lo=cb["ci_low"], new_hi=cb["ci_high"],
+                         archive_hi=ca["ci_high"], archive_n=ca["n"], new=cb["median"], new_lo=cb["ci_low"],
+                         new_hi=cb["ci_high"], new_n=cb["n"],
                          ratio=cb["median"] / ca["median"] if ca["median"] else float("nan"), agree=overlap))
     return pd.DataFrame(rows)
+
+
+def _ci(v: float, lo: float, hi: float, n: int) -> str:
+    """``median [CI]`` in the claims' digits; the median alone for one round, which has no interval."""
+    return f"{fmt_g(v)} [{fmt_g(lo)}, {fmt_g(hi)}]" if n >= 2 else fmt_g(v)
 
 
 def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame, new: str,
@@ -60,20 +66,23 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
     out = [f"\\section{{This Campaign Against the Archive}}\\label{{sec:vs-archive}}\n\n"
            f"This paper was built from campaign \\texttt{{{latex_escape(new)}}}. The committed archive, "
            f"\\texttt{{{latex_escape(archive)}}}, was measured in another campaign, perhaps on another machine; "
-           "this section says what of it this campaign reproduced. Two medians agree when their confidence intervals overlap.\n\n"]
+           "this section says what of it this campaign reproduced. Two medians agree when their confidence intervals overlap "
+           "(a value of one round has no interval: it agrees when the other's interval holds it).\n\n"]
     if not metrics.empty:
         agree = int(metrics["agree"].sum())
         out.append(f"Of {len(metrics)} headline metrics both campaigns measured, {agree} agree.\n\n")
         out.append("\\begin{center}\\scriptsize\n\\begin{longtable}{@{}p{0.06\\linewidth}p{0.16\\linewidth}"
                    "p{0.13\\linewidth}p{0.04\\linewidth}p{0.15\\linewidth}p{0.16\\linewidth}p{0.16\\linewidth}"
                    "p{0.05\\linewidth}@{}}\n"
-                   "\\caption{Headline metrics: the archive against this campaign (median [CI]).}"
+                   "\\caption{Headline metrics: the archive against this campaign (median [CI]; one round: the median "
+                   "alone).}"
                    "\\label{tab:vs-archive}\\\\\n" + HEAD + "\\endfirsthead\n" + HEAD + "\\endhead\n")
         for r in metrics.itertuples():
             out.append(f"{latex_escape(r.testbed)} & {latex_escape(r.benchmark)} {latex_escape(r.variant)} & "
                        f"{latex_escape(r.mpi)} {latex_escape(r.interconnect)} & {latex_escape(r.ranks)} & "
-                       f"{latex_escape(r.what)} [{unit_tex(r.unit)}] & {fmt_g(r.archive)} [{fmt_g(r.archive_lo)}, "
-                       f"{fmt_g(r.archive_hi)}] & {fmt_g(r.new)} [{fmt_g(r.new_lo)}, {fmt_g(r.new_hi)}] & "
+                       f"{latex_escape(r.what)} [{unit_tex(r.unit)}] & "
+                       f"{_ci(r.archive, r.archive_lo, r.archive_hi, r.archive_n)} & "
+                       f"{_ci(r.new, r.new_lo, r.new_hi, r.new_n)} & "
                        f"{'yes' if r.agree else 'no'} \\\\\n")
         out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     va = verdicts_archive.drop_duplicates("claim").set_index("claim")["claim_verdict"]

@@ -266,7 +266,8 @@ def bars_table_tex(bars: pd.DataFrame, drawing: dict, label: str, caption: str) 
                 what, val = f"ours: {tex(r.label)}", tex(r.missing)
             else:
                 what = f"ours: {tex(r.label)}"
-                val = f"{fmt_axis(r.value)} [{fmt_axis(r.ci_low)}, {fmt_axis(r.ci_high)}], n={int(r.n)}"
+                ci = f" [{fmt_axis(r.ci_low)}, {fmt_axis(r.ci_high)}]" if int(r.n) >= 2 else ""   # one round: none
+                val = f"{fmt_axis(r.value)}{ci}, n={int(r.n)}"
             lines.append(f"{name} & {what} & {val} \\\\\n")
         if not (rows["source"] == "ours").any():
             lines.append(" & ours: no counterpart on this machine & -- \\\\\n")
