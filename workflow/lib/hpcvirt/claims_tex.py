@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .claims import AUTHORS, MIN_COVERAGE, STUDIES, VERDICTS, counts, deciding, stability_text
-from .labels import fmt_g, tex
+from .labels import fmt_ci, fmt_g, one_round, tex
 
 
 # ------------------------------------------------------------------ LaTeX
@@ -21,9 +21,9 @@ def macro_name(cid: str) -> str:
 def value_text(r) -> str:
     """A check's median [CI] and unit; a check of one round, its median, unit and "one round": one round
     has no interval."""
-    one = pd.notna(r.get("n")) and int(r["n"]) < 2
-    ci = "" if one else f" [{fmt_g(r['ci_low'])}, {fmt_g(r['ci_high'])}]"
-    return f"{fmt_g(r['median'])}{ci}{(' ' + tex(r['unit'])) if r['unit'] else ''}{' (one round)' if one else ''}"
+    one = one_round(r.get("n"))
+    return (f"{fmt_ci(r['median'], r['ci_low'], r['ci_high'], r.get('n'), fmt_g)}"
+            f"{(' ' + tex(r['unit'])) if r['unit'] else ''}{' (one round)' if one else ''}")
 
 
 def tex_macros(verdicts: pd.DataFrame) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from . import stats
 from .analysis import normalize_units
-from .labels import fmt_g, latex_escape, unit_tex
+from .labels import fmt_ci, fmt_g, latex_escape, unit_tex
 
 HEAD = "\\toprule testbed & benchmark & MPI, path & ranks & metric & archive & this campaign & agree \\\\ \\midrule\n"
 CONFIG = ["testbed", "benchmark", "variant", "mpi", "interconnect", "ranks", "placement"]
@@ -52,11 +52,6 @@ def compare(new: pd.DataFrame, archive: pd.DataFrame, latency_bytes: int = 8, le
     return pd.DataFrame(rows)
 
 
-def _ci(v: float, lo: float, hi: float, n: int) -> str:
-    """``median [CI]`` in the claims' digits; the median alone for one round, which has no interval."""
-    return f"{fmt_g(v)} [{fmt_g(lo)}, {fmt_g(hi)}]" if n >= 2 else fmt_g(v)
-
-
 def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame, new: str,
         archive: str, sentences: list[str] | None = None) -> str:
     """The section; empty when the campaign is the archive.  ``sentences``:
@@ -81,8 +76,8 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
             out.append(f"{latex_escape(r.testbed)} & {latex_escape(r.benchmark)} {latex_escape(r.variant)} & "
                        f"{latex_escape(r.mpi)} {latex_escape(r.interconnect)} & {latex_escape(r.ranks)} & "
                        f"{latex_escape(r.what)} [{unit_tex(r.unit)}] & "
-                       f"{_ci(r.archive, r.archive_lo, r.archive_hi, r.archive_n)} & "
-                       f"{_ci(r.new, r.new_lo, r.new_hi, r.new_n)} & "
+                       f"{fmt_ci(r.archive, r.archive_lo, r.archive_hi, r.archive_n, fmt_g)} & "
+                       f"{fmt_ci(r.new, r.new_lo, r.new_hi, r.new_n, fmt_g)} & "
                        f"{'yes' if r.agree else 'no'} \\\\\n")
         out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     va = verdicts_archive.drop_duplicates("claim").set_index("claim")["claim_verdict"]

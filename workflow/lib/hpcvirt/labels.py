@@ -266,12 +266,16 @@ def fmt(x: float, digits: int = 3) -> str:
 ONE_ROUND = " A value of one round is its median alone: one round has no interval."
 
 
-def fmt_ci(v: float, lo: float, hi: float, n=None) -> str:
-    """``median [low, high]`` with :func:`fmt`; a value of ``n`` = 1 round, the median alone (an interval
-    of no width and no coverage is none)."""
-    if n is not None and not (isinstance(n, float) and math.isnan(n)) and int(n) < 2:
-        return fmt(v)
-    return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+def one_round(n) -> bool:
+    """Whether a value rests on one round (``n`` known and below 2): it has no interval."""
+    return n is not None and not (isinstance(n, float) and math.isnan(n)) and int(n) < 2
+
+
+def fmt_ci(v: float, lo: float, hi: float, n=None, f=None) -> str:
+    """``median [low, high]`` with ``f`` (:func:`fmt` by default); a value of ``n`` = 1 round, the median
+    alone (an interval of no width and no coverage is none)."""
+    f = f or fmt
+    return f(v) if one_round(n) else f"{f(v)} [{f(lo)}, {f(hi)}]"
 
 
 def fmt_g(x: float) -> str:

@@ -41,7 +41,7 @@ import pandas as pd
 from . import stats, yamlio
 from .analysis import normalize_units
 from .benchmarks import REGISTRY
-from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, RAW_TCP, fmt_axis, tex
+from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, RAW_TCP, fmt_axis, fmt_ci, tex
 from .query import SELECT_KEYS, QueryError, leaves, per_round, select
 
 LAYOUTS = ("sweep", "bars")
@@ -266,8 +266,7 @@ def bars_table_tex(bars: pd.DataFrame, drawing: dict, label: str, caption: str) 
                 what, val = f"ours: {tex(r.label)}", tex(r.missing)
             else:
                 what = f"ours: {tex(r.label)}"
-                ci = f" [{fmt_axis(r.ci_low)}, {fmt_axis(r.ci_high)}]" if int(r.n) >= 2 else ""   # one round: none
-                val = f"{fmt_axis(r.value)}{ci}, n={int(r.n)}"
+                val = f"{fmt_ci(r.value, r.ci_low, r.ci_high, r.n, fmt_axis)}, n={int(r.n)}"
             lines.append(f"{name} & {what} & {val} \\\\\n")
         if not (rows["source"] == "ours").any():
             lines.append(" & ours: no counterpart on this machine & -- \\\\\n")
