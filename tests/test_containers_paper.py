@@ -15,7 +15,7 @@ import yaml
 
 from hpcvirt.analysis import bare_host_peaks, container_ratios
 from hpcvirt.labels import runtime_of
-from hpcvirt.companions import containers_tex
+from hpcvirt.companions import containers_tex, host_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,6 +130,19 @@ def test_macros_and_table():
     assert "Charliecloud & Apptainer & Charliecloud & Apptainer & $n$" in tex
 
 
+def test_the_hosts_cpus_come_from_the_records():
+    def rec(cpus):
+        return {"host": {"cpu": {"lscpu": {"CPU(s)": cpus}}}}
+    assert host_cores([rec("2"), rec("2")]) == "2"
+    assert host_cores([rec("16"), rec("4")]) == "4 or 16"
+    assert host_cores([{"host": {"cpu": {}}}]) is None and host_cores([]) is None
+    assert "hvCtrCores" not in containers_tex(pd.DataFrame(), campaign="c")
+    assert "\\newcommand{\\hvCtrCores}{8}" in containers_tex(pd.DataFrame(), campaign="c", cores="8")
+    # the section types no core count of its own
+    section = (ROOT / "paper/sections/containers.tex").read_text()
+    assert "\\hvCtrCores" in section and not re.search(r"\d-core|\b(one|two|four)[ -]cores?\b", section)
+
+
 def test_without_a_campaign_the_section_says_so():
     tex = containers_tex(None, campaign="")
     assert "\\hvcontainersfalse" in tex and "\\newcommand" not in tex
@@ -157,8 +170,9 @@ def test_the_section_uses_only_macros_the_archived_companion_defines():
     images = {}
     for pf in (json.loads(p.read_text()) for p in sorted((ROOT / "data/raw" / name).glob("*/preflight.json"))):
         images[pf["runtime"]["kind"]] = {"digest": pf["image_digest"], **(pf.get("image_suites") or {})}
+    cores = host_cores([json.loads(p.read_text()) for p in sorted((ROOT / "data/results" / name).glob("*/provenance.json"))])
     tex = containers_tex(container_ratios(tidy), campaign=name, versions={"apptainer": "a", "charliecloud": "c"},
-                         images=images, bare_peaks=bare_host_peaks(tidy))
+                         images=images, bare_peaks=bare_host_peaks(tidy), cores=cores)
     defined = set(re.findall(r"\\newcommand\{\\(hv\w+)\}", tex))
     section = (ROOT / "paper/sections/containers.tex").read_text()
     used = set(re.findall(r"\\(hvCtr[A-Za-z]*)", section))

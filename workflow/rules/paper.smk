@@ -221,6 +221,12 @@ if CONTAINERS:
                 campaign=CONTAINERS,
                 testbed=CONTAINER_TESTBEDS,
             ),
+            # the host's CPUs, as its records give them
+            hosts=expand(
+                "data/results/{campaign}/{testbed}/provenance.json",
+                campaign=CONTAINERS,
+                testbed=CONTAINER_TESTBEDS,
+            ),
         output:
             ratios=f"data/results/{CONTAINERS}/container_ratios.csv",
             tex="paper/generated/containers.tex",

@@ -10,7 +10,7 @@ import pandas as pd
 
 from hpcvirt.analysis import bare_host_peaks, container_ratios
 from hpcvirt.atomic import write_csv, write_text
-from hpcvirt.companions import containers_tex
+from hpcvirt.companions import containers_tex, host_cores
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -40,4 +40,6 @@ with open(snakemake.log[0], "w") as log:
         write_csv(snakemake.output.ratios, ratios)
         write_text(snakemake.output.tex, containers_tex(ratios, campaign=snakemake.params.campaign,
                                                         latency_bytes=latency_bytes, versions=versions, images=images,
-                                                        bare_peaks=bare_host_peaks(tidy)))
+                                                        bare_peaks=bare_host_peaks(tidy),
+                                                        cores=host_cores([json.loads(Path(p).read_text())
+                                                                          for p in snakemake.input.hosts])))
