@@ -112,7 +112,18 @@ def test_the_tex_has_the_table_and_the_macros_and_says_when_there_is_no_campaign
     macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", tex))
     assert macros["hvDpCampaign"] == "dp-x" and macros["hvRichterRounds"] == "4"
     assert macros["hvRichterOneBS"] == "2.00" and macros["hvRichterFiveE"] == "37.5"
-    assert macros["hvRichterCells"] == "7{,}800"
+    assert macros["hvRichterCells"] == "7{,}800" and "hvRichterSingle" not in macros
+    # a configuration left with one round (e.g. the guests) neither sets the rounds nor the coverage of the
+    # others' intervals: it is named apart
+    one = t.copy()
+    one.loc[one["setup"] == "5", ["rounds", "ci_level"]] = [1, 0.0]
+    m1 = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", datapaths_tex(one, None, campaign="dp-x")))
+    assert m1["hvRichterRounds"] == "4" and m1["hvRichterCoverage"] == macros["hvRichterCoverage"]
+    assert m1["hvRichterSingle"] == "5"
+    every = t.copy()
+    every.loc[every["kind"] != "none", ["rounds", "ci_level"]] = [1, 0.0]
+    m2 = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", datapaths_tex(every, None, campaign="dp-x")))
+    assert m2["hvRichterRounds"] == "1" and "hvRichterSingle" not in m2
     # the solver's steps: the median over the set-ups' rounds kept (1,010 in even rounds, 1,011 in odd ones)
     assert macros["hvRichterSteps"] in ("1{,}010", "1{,}011") and "\\hvRichterSteps{} time steps" in tex
     assert "second companion campaign" in macros["hvDpSource"] and "config/datapaths.yaml" in macros["hvDpSource"]
@@ -170,9 +181,10 @@ def test_the_archived_data_path_campaigns_are_committed_and_define_the_sections_
     # the data paths' section and, in the supplement, Richter et al.'s set-ups
     section = "".join((ROOT / f"paper/sections/{f}.tex").read_text() for f in ("datapaths", "richter"))
     used = set(re.findall(r"\\(hv(?:Richter|Dp)[A-Za-z]*)", section))
-    # the guests' set-ups are in a campaign with guests only: the section tests for them (\ifdefined\hvRichterTwoAS)
+    # the guests' set-ups are in a campaign with guests only: the section tests for them (\ifdefined\hvRichterTwoAS),
+    # and for configurations left with one round beside the others (\ifdefined\hvRichterSingle)
     guards = {g.removesuffix("S") for g in re.findall(r"\\ifdefined\\(hv\w+)", section)}
-    assert guards == {"hvRichterTwoA", "hvRichterTwoB"}
+    assert guards == {"hvRichterTwoA", "hvRichterTwoB", "hvRichterSingle"}
     needed = {m for m in used if not any(m.startswith(g) for g in guards)}
     assert needed and needed <= defined, f"not defined by campaign {name}: {sorted(needed - defined)}"
 

@@ -181,7 +181,9 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
     ``\\hvRichterCells`` (the mesh), ``\\hvRichterSteps`` (the solver's time
     steps, median over the set-ups), ``\\hvRichterRounds``
     (rounds kept, the first left out), ``\\hvRichterCoverage`` (the CIs' coverage in
-    percent); per set-up measured here ``\\hvRichter<Setup>T``/``S``/``E`` (median)
+    percent), both over the configurations of two rounds or more, and
+    ``\\hvRichterSingle`` (the set-ups, or testbeds, left with one round beside
+    them); per set-up measured here ``\\hvRichter<Setup>T``/``S``/``E`` (median)
     with Lo/Hi and ``...Testbed``; per data path ``\\hvDp<Testbed>Streams``,
     ``...QperfBw``, ``...QperfLat``, ``...NetpipeLat`` (Open MPI) with Lo/Hi;
     ``\\hvRichterTable`` and ``\\hvDpTable``."""
@@ -199,10 +201,18 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
     steps = at_mesh["steps"].median() if "steps" in at_mesh and at_mesh["steps"].notna().any() else None
     out.append(macro("hvRichterSteps", "--" if steps is None else f"{int(round(steps)):,}".replace(",", "{,}")))
     if len(mine):
+        # the rounds and coverage of the intervals: over the configurations that have one (two rounds or more)
+        single = mine[mine["rounds"] < 2]
+        several = mine[mine["rounds"] >= 2] if len(single) < len(mine) else mine
         cells = str((at_mesh if len(at_mesh) else mine)["variant"].dropna().iloc[0]).split()[0].replace(",", "")
         out += [macro("hvRichterCells", f"{int(cells):,}".replace(",", "{,}") if cells.isdigit() else latex_escape(cells)),
-                macro("hvRichterRounds", str(int(mine["rounds"].min()))),
-                macro("hvRichterCoverage", fmt(100 * mine["ci_level"].min(), 3))]
+                macro("hvRichterRounds", str(int(several["rounds"].min()))),
+                macro("hvRichterCoverage", fmt(100 * several["ci_level"].min(), 3))]
+        if len(single) < len(mine):
+            # configurations of one round beside those of several (e.g. the guests): named apart
+            names = [str(r["setup"]) if pd.notna(r["setup"]) else str(r["testbed"]) for _, r in single.iterrows()]
+            if names:
+                out.append(macro("hvRichterSingle", latex_escape(", ".join(dict.fromkeys(names)))))
     for _, r in mine[mine["kind"] == "setup"].iterrows():
         k = f"hvRichter{camel(r['setup'])}"
         out.append(macro(f"{k}Testbed", latex_escape(r["testbed"])))
