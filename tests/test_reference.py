@@ -173,6 +173,8 @@ def test_table_escapes_underscores(table: str, reference: pd.DataFrame) -> None:
         ("{x}", r"\{x\}"),
         ("a^b", r"a\textasciicircum{}b"),
         ("a\\b", r"a\textbackslash{}b"),
+        ("snakemake --config", r"snakemake -{}-config"),
+        ("a---b", r"a-{}-{}-b"),
     ],
 )
 def test_latex_escape(raw: str, escaped: str) -> None:

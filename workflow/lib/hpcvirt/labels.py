@@ -150,8 +150,9 @@ _SYMBOLS = {"µ": r"\textmu{}", "×": r"$\times$", "≈": r"$\approx$", "≥": r
 
 
 def latex_escape(text: object) -> str:
-    """Escape the LaTeX special characters of ``text`` (``str()`` of it)."""
-    return _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], str(text))
+    """Escape the LaTeX special characters of ``text`` (``str()`` of it); hyphens
+    print as typed (``--config``, not an en dash and ``config``)."""
+    return re.sub(r"-(?=-)", "-{}", _LATEX_RE.sub(lambda m: _LATEX_SPECIALS[m.group(0)], str(text)))
 
 
 def tex(text: object) -> str:
