@@ -210,3 +210,18 @@ def test_a_quick_look_against_the_archive_prints_no_interval_of_its_one_round():
     text = compare.tex(metrics, verdicts, verdicts, "quick-x", STUDY["campaign"])
     assert not re.search(r"(-?[\d.e+]+) \[\1, \1\]", text) and "one round: the median" in text
     assert re.search(r"\d \[[-\d.e+]+, [-\d.e+]+\] & [-\d.e+]+ & (yes|no)", text)
+
+
+def test_the_archived_mpi_time_shares_print_intervals_whose_ends_differ():
+    """A share of 98 % with an interval of 97.7 to 98.1 % printed as "98 (CI 98-98)" says nothing of its
+    width: the profile macros keep the digits that tell the ends apart (the archive's campaign)."""
+    from hpcvirt.paper import commprof_numbers
+
+    campaign = yaml.safe_load((ROOT / "config/config.yaml").read_text())["campaign"]
+    summary = pd.read_csv(ROOT / "data/results" / campaign / "summary.csv", keep_default_na=False, na_values=[""])
+    m = dict(commprof_numbers(summary))
+    shares = [k for k in m if k.startswith("hvProfShare") and not k.endswith(("Lo", "Hi", "N"))]
+    assert shares
+    for k in shares:
+        if int(m[k + "N"]) >= 2:
+            assert m[k + "Lo"] != m[k + "Hi"], (k, m[k], m[k + "Lo"], m[k + "Hi"])

@@ -251,9 +251,9 @@ def commprof_numbers(summary: pd.DataFrame) -> Macros:
     m["hvProfRanks"] = ", ".join(str(r) for r in sorted(shares["ranks"].unique()))
     for _, r in shares.iterrows():
         k = f"{camel(r['kernel'])}{camel(r['testbed'])}"
-        m[f"hvProfShare{k}"] = fmt(100 * r["median"], 2)
-        m[f"hvProfShare{k}Lo"] = fmt(100 * r["ci_low"], 2)
-        m[f"hvProfShare{k}Hi"] = fmt(100 * r["ci_high"], 2)
+        m[f"hvProfShare{k}"] = fmt(100 * r["median"], 3)
+        m[f"hvProfShare{k}Lo"] = fmt(100 * r["ci_low"], 3)
+        m[f"hvProfShare{k}Hi"] = fmt(100 * r["ci_high"], 3)
         m[f"hvProfShare{k}N"] = str(int(r["n"]))
     for (kernel, tb), g in matrix.groupby(["kernel", "testbed"]):
         k = f"{camel(kernel)}{camel(tb)}"
