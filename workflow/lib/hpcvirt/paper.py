@@ -106,6 +106,10 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
             m[f"hvAccel{camel(tb)}"] = label
             accels.append(f"{latex_escape(tb)}: {label}")
     m["hvVmAccels"] = "; ".join(accels) or "no VM testbed"
+    # whether the guests ran emulated (TCG): the text says so only then (\hvifemulated in paper/main.tex);
+    # a campaign without guests leaves it undefined (\hvifguests)
+    if accels:
+        m["hvEmulated"] = "1" if (summary["accel"].fillna("") == "tcg").any() else "0"
     # what the guests ran (where they would be emulated, a new campaign runs only what shows their paths work)
     ran = sorted(set(tidy.loc[guests, "benchmark"].astype(str)))
     m["hvGuestsRan"] = ", ".join(f"\\texttt{{{latex_escape(b)}}}" for b in ran) or "nothing"
