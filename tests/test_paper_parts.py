@@ -52,7 +52,7 @@ def test_true_branch_skips_nested_conditionals():
 
 def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     """Campaign-specific numbers (a testbed's, an experiment's) live in parts."""
-    always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCpuModel", "hvCores", "hvKernel",
+    always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCiLevelMax", "hvCiRounds", "hvCpuModel", "hvCores", "hvKernel",
               "hvOpenmpiVersion", "hvMpichVersion", "hvNetpipeVersion", "hvQperfVersion",
               "hvHostVm", "hvHostContainer", "hvVmAccels", "hvGuestsRan", "hvOmittedParts",
               "hvTestbedCount", "hvTestbedList",        # the testbeds the campaign measured on
