@@ -123,6 +123,13 @@ def test_a_campaign_with_too_few_rounds_decides_no_stability():
     both = claims.stability(five, {"three": three, "flips": flips, "straddles": straddles}).iloc[0]
     assert (both["decided"], both["agree"], bool(both["stable"])) == (3, 1, False)
     assert claims.stability_text(both) == "1 of 3 campaigns agree: unstable"
+    # the text marks an unstable verdict where it states it (\claimunstable in paper/main.tex)
+    cid = five["claim"].iloc[0]
+    assert "hvclaimunst@" not in macros
+    assert (f"\\@namedef{{hvclaimunst@{cid}}}{{1 of 3 campaigns agree}}"
+            in claims_tex.tex_macros(five.merge(pd.DataFrame([both]), on="claim")))
+    main = (ROOT / "paper/main.tex").read_text()
+    assert main.count("\\claimunstable{#1}") == 2       # in \claimverdict and in \claimsays
     # a campaign that does not decide here is neither stable nor agreeing, whatever the others say
     none = claims.stability(three, {"five": five}).iloc[0]
     assert (none["decided"], none["agree"], bool(none["stable"])) == (1, 0, False)

@@ -48,6 +48,10 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
         for _, r in verdicts.drop_duplicates("claim").iterrows():
             if stability_text(r):
                 out.append(f"\\@namedef{{hvclaimstab@{r['claim']}}}{{{stability_text(r)}}}\n")
+            if r["decided"] >= 2 and not r["stable"]:
+                # the text marks such a verdict where it states it (\claimsays, \claimverdict)
+                out.append(f"\\@namedef{{hvclaimunst@{r['claim']}}}{{{int(r['agree'])} of {int(r['decided'])} "
+                           "campaigns agree}\n")
         # the claims this campaign decides: those whose verdict every other campaign that decides them
         # shares, those another campaign decides otherwise, and those no other campaign decides
         first = verdicts.drop_duplicates("claim").set_index("claim")
