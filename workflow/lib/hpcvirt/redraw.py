@@ -388,14 +388,14 @@ def draw(drawing: dict, study: str, summary: pd.DataFrame, tidy: pd.DataFrame, r
             ticks.append((start + x - 1) / 2)
             ticklabels.append(g)
             x += 0.8
-        width = max(12, int(90 / max(1, len(groups))))       # characters per line of a group's label
+        width = max(12, int(60 / max(1, len(groups))))       # characters per line of a group's label
         ax.set_xticks(ticks, [textwrap.fill(t, width) for t in ticklabels], fontsize=7 if len(groups) < 5 else 6)
         ax.set_ylabel(f"[{drawing['unit']}]")
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="ours: this campaign's\nmedian and CI",
                   title_fontsize=6)
         ax.margins(y=0.15)
-        ax.set_title(drawing["title"] + ("\nTCG: our guest numbers measure the emulator, not a hypervisor"
-                                         if tcg_any else ""), loc="left", fontsize=7)
+        ax.set_title(textwrap.fill(drawing["title"], 110) + ("\nTCG: our guest numbers measure the emulator, not a "
+                                                             "hypervisor" if tcg_any else ""), loc="left", fontsize=7)
     fig.savefig(pdf_path)
     plt.close(fig)
     return bool(tcg_any)
