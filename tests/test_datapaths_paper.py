@@ -213,3 +213,20 @@ def test_the_guests_run_their_own_input_and_are_paired_with_this_host_on_it():
     assert "vm, 1 rank (2268 cells, 0.1 s)" in tex and "the serial run of the guests' input" in tex
     macros = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", tex))
     assert macros["hvRichterTwoAS"] == "0.100" and "hvRichterTwoBS" in macros
+
+
+def test_a_configuration_of_one_round_is_paired_with_the_serial_runs_same_round():
+    """The guests ran only the first round, which they keep (their only one); their S pairs it with the serial
+    run's first round, which the serial run's own T leaves out: a first run against a first run. Before, the
+    pairing found no round in common and the guests' S and E were empty."""
+    rows = pd.concat([campaign_rows(), pd.DataFrame(
+        foam("local", "none", 1, {rep: 4.0 + rep for rep in (1, 2, 3)}, cells=2268, end=", 0.1 s")
+        + foam("vm", "qemu-tcg", 1, {1: 50.0}, cells=2268, end=", 0.1 s", interconnect="tcp"))])
+    t = richter_table(rows, REFERENCE, REASONS)
+    two_a = t.set_index("setup").loc["2a"]
+    assert two_a["testbed"] == "vm" and two_a["rounds"] == 1 and two_a["t"] == pytest.approx(50.0)
+    assert two_a["pairs"] == 1 and two_a["s"] == pytest.approx(5.0 / 50.0)
+    extra = t[(t["kind"] == "extra") & (t["testbed"] == "local")].iloc[0]
+    assert extra["rounds"] == 2 and extra["t"] == pytest.approx(6.5)    # its own T: rounds 2 and 3
+    # the serial run at the report's mesh keeps leaving its first round out of every other pairing
+    assert t.set_index("setup").loc["1b", "s"] == pytest.approx(2.0)

@@ -151,7 +151,7 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
     row's input, ``report_variant`` the report's mesh."""
     reported = _reported(reference)
     variant = report_cells(tidy)
-    runs = pd.DataFrame()
+    runs, every_round = pd.DataFrame(), {}
     if variant is not None:
         foam = tidy[tidy["benchmark"] == BENCHMARK]
         d = foam[foam["metric"] == "wall_time"]
@@ -165,7 +165,12 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
         runs = runs.assign(steps=runs["run_id"].map(steps.set_index("run_id")["value"]))   # the solver's steps
     cfg_cols = ["testbed", "kind", "mpi", "virtualization", "accel", "interconnect", "link", "ranks", "nodes",
                 "ranks_per_node", "variant"]
-    every = [dict(zip(cfg_cols, k)) | {"t": g.groupby("rep")["value"].median(), "steps": g["steps"].median()}
+    if len(runs):
+        # every round of each configuration, the first too: a configuration of one round (the guests) keeps its
+        # first, and S pairs it with the serial run's first (a first run with a first run)
+        every_round = {k: g.groupby("rep")["value"].median() for k, g in d.groupby(cfg_cols, sort=True)}
+    every = [dict(zip(cfg_cols, k)) | {"t": g.groupby("rep")["value"].median(), "steps": g["steps"].median(),
+                                       "t_all": every_round[k]}
              for k, g in runs.groupby(cfg_cols, sort=True)] if len(runs) else []
     # the inputs shown: the report's mesh; a guest's own input nearest to it
     guest_input = {}
@@ -194,9 +199,9 @@ def richter_table(tidy: pd.DataFrame, reference: pd.DataFrame, reasons: dict[str
                    path=_path(c), variant=c["variant"], report_variant=variant, steps=c["steps"], rounds=tci["n"],
                    t=tci["median"], t_lo=tci["ci_low"], t_hi=tci["ci_high"], ci_level=tci["ci_level"], why="")
         if base is not None:
-            both = t.index.intersection(base["t"].index)
+            both = t.index.intersection(base["t_all"].index)
             if len(both):
-                s = stats.median_ci((base["t"][both] / t[both]).to_numpy(), level)
+                s = stats.median_ci((base["t_all"][both] / t[both]).to_numpy(), level)
                 n = int(c["ranks"])
                 row.update(s=s["median"], s_lo=s["ci_low"], s_hi=s["ci_high"], e=100 * s["median"] / n,
                            e_lo=100 * s["ci_low"] / n, e_hi=100 * s["ci_high"] / n, pairs=s["n"])
