@@ -230,3 +230,6 @@ def test_a_configuration_of_one_round_is_paired_with_the_serial_runs_same_round(
     assert extra["rounds"] == 2 and extra["t"] == pytest.approx(6.5)    # its own T: rounds 2 and 3
     # the serial run at the report's mesh keeps leaving its first round out of every other pairing
     assert t.set_index("setup").loc["1b", "s"] == pytest.approx(2.0)
+    # its macros carry the rounds, so that the text prints "one round, no interval", not "CI 0.1-0.1"
+    m = dict(re.findall(r"\\newcommand\{\\(hv\w+)\}\{(.*)\}", datapaths_tex(t, None, campaign="c")))
+    assert (m["hvRichterTwoASN"], m["hvRichterTwoATN"], m["hvRichterOneBSN"]) == ("1", "1", "4")
