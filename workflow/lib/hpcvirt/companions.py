@@ -291,7 +291,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
             "\\begin{table}[!tbp]\n\\centering\\scriptsize\n"
             f"\\caption{{What each data path costs (campaign \\texttt{{{latex_escape(campaign)}}}): {mpi_p2p.label} "
             f"({MPI_LABEL['openmpi']}, one rank per host) latency at {fmt_bytes(latency_bytes)} ($\\mu$s) and peak "
-            f"bandwidth (Gbit/s), raw TCP bandwidth ({tcp_p2p.label}, Gbit/s) and the aggregate of concurrent "
+            f"bandwidth (Gbit/s; each round's highest over the sizes), raw TCP bandwidth ({tcp_p2p.label}, Gbit/s) and the aggregate of concurrent "
             f"TCP streams ({REGISTRY.by_experiment('streams').name}, Gbit/s), median [CI] over the rounds."
             f"{ONE_ROUND} Loopback: "
             f"this host, no network. {mpi_p2p.label}'s peak over a "
