@@ -118,4 +118,8 @@ def test_multi_pair_table_says_when_its_two_tests_ran_different_builds():
     extended, one_piece = tidy("local-20261127T135345Z"), tidy("local-20261129T081109Z")
     assert not multipair(extended, 8)["same_build"].any() and "different builds" in multipair_tex(None, extended)
     assert multipair(one_piece, 8)["same_build"].all() and "$^*$" not in multipair_tex(None, one_piece)
+    # and on which days: the archive's osu_mbw_mr ran two days after its osu_bw; the one-piece campaign, the same day
+    assert ("They ran on different days (\\texttt{osu\\_mbw\\_mr}: 2026-11-29; \\texttt{osu\\_bw}: 2026-11-27)"
+            in multipair_tex(None, extended))
+    assert "different days" not in multipair_tex(None, one_piece)
     assert len(multipair(one_piece, 8)) == 3 and set(multipair(one_piece, 8)["pairs"]) == {2}
