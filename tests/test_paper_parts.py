@@ -52,7 +52,7 @@ def test_true_branch_skips_nested_conditionals():
 
 def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     """Campaign-specific numbers (a testbed's, an experiment's) live in parts."""
-    always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCiLevelMax", "hvCiRounds", "hvCpuModel", "hvCores", "hvKernel",
+    always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCiLevelMax", "hvCiRounds", "hvHostRecords", "hvCpuModel", "hvCores", "hvKernel",
               "hvOpenmpiVersion", "hvMpichVersion", "hvNetpipeVersion", "hvQperfVersion",
               "hvHostVm", "hvHostContainer", "hvVmAccels", "hvGuestsRan", "hvOmittedParts",
               "hvTestbedCount", "hvTestbedList",        # the testbeds the campaign measured on
@@ -257,6 +257,10 @@ def test_the_guests_vcpus_and_the_host_cores_come_from_the_records():
     none = campaign_numbers(summary, tidy, hosts=records[0])
     assert "hvGuestVcpus" not in none and "hvGuestCount" not in none
     assert m["hvAppVmRanks"] == "two"   # the applications' ranks across the guests (one on each)
+    # a host that changed during the campaign (the archive's kernel update before it was extended) is said
+    assert m["hvHostRecords"] == "1"
+    assert campaign_numbers(summary, tidy, hosts=records[0], host_records=3)["hvHostRecords"] == "3"
+    assert "\\ifnum\\hvHostRecords>1" in SECTIONS["method.tex"]
     parts = {p.name: p.read_text() for p in (ROOT / "paper/sections/parts").glob("*.tex")}
     main = {"main.tex": (ROOT / "paper/main.tex").read_text()}
     for name, text in {**SECTIONS, **parts, **main}.items():

@@ -60,11 +60,14 @@ def quick_look(quick: bool) -> Macros:
 
 
 def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int = 8,
-                     hosts: dict | None = None, guest_shapes: Sequence[dict] = (), quick: bool = False) -> Macros:
+                     hosts: dict | None = None, guest_shapes: Sequence[dict] = (), quick: bool = False,
+                     host_records: int = 1) -> Macros:
     """The campaign's facts and the headline macros of every configuration;
     ``guest_shapes``: the shapes the guests were booted in (``count``, ``vcpus``;
     :func:`hpcvirt.analysis.host_summary`), as ``\\hvGuestCount``,
-    ``\\hvGuestVcpus`` and their product ``\\hvGuestVcpusTotal``, in words."""
+    ``\\hvGuestVcpus`` and their product ``\\hvGuestVcpusTotal``, in words; ``host_records``: the most
+    distinct host records of a testbed's runs (``\\hvHostRecords``: above 1, the host changed during the
+    campaign, e.g. a kernel update before it was extended)."""
     m = quick_look(quick)
     reps = int(tidy["rep"].nunique())
     m["hvCampaign"] = latex_escape(str(summary["campaign"].iloc[0]))
@@ -94,6 +97,7 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
         m["hvCpuModel"] = latex_escape(host["cpu"].get("model") or "unknown")
         m["hvCores"] = str(host["cpu"]["lscpu"].get("CPU(s)", "?"))
         m["hvKernel"] = latex_escape(host["kernel"]["release"])
+        m["hvHostRecords"] = str(int(host_records))
         pk = host.get("packages", {})
         # the MPIs' packages and those of the headline point-to-point benchmarks (their first)
         tools = [(camel(b.name), pkg) for b, pkg in REGISTRY.headline_packages()]
