@@ -187,6 +187,10 @@ def test_the_archived_data_path_campaigns_are_committed_and_define_the_sections_
     assert guards == {"hvRichterTwoA", "hvRichterTwoB", "hvRichterSingle"}
     needed = {m for m in used if not any(m.startswith(g) for g in guards)}
     assert needed and needed <= defined, f"not defined by campaign {name}: {sorted(needed - defined)}"
+    if name == CONFIG["campaign"]:      # the archive's guests ran under TCG: their row and the caption say so
+        assert "guests (TCG) & vm &" in tex and "whose numbers measure the emulator" in tex
+    else:
+        assert "(TCG)" not in tex
 
 
 def test_the_guests_run_their_own_input_and_are_paired_with_this_host_on_it():

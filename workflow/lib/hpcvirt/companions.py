@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from .benchmarks import REGISTRY
-from .labels import (MPI_LABEL, ONE_ROUND, PATH_LABEL, RUNTIME_LABEL, camel, fmt, fmt_bytes, fmt_ci,
+from .labels import (MPI_LABEL, ONE_ROUND, PATH_LABEL, RUNTIME_LABEL, camel, fmt, fmt_bytes, fmt_ci, is_emulated,
                      latex_escape, macro, path_key, path_label, reported)
 
 #: The point-to-point suites of the container comparison (the MPI ones), in its order: as each declares
@@ -283,17 +283,20 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
                 if key in r and pd.notna(r[key]):
                     out += [macro(f"{k}{name}", fmt(r[key])), macro(f"{k}{name}Lo", fmt(r[f"{key}_lo"])),
                             macro(f"{k}{name}Hi", fmt(r[f"{key}_hi"]))]
-            prow.append(f"{latex_escape(r['path'])} & {latex_escape(r['testbed'])} & "
+            tcg = " (TCG)" if is_emulated(r["virtualization"]) else ""
+            prow.append(f"{latex_escape(r['path'])}{tcg} & {latex_escape(r['testbed'])} & "
                         f"{_ci_or_dash(r, f'{mpi_stem}_lat')} & {_ci_or_dash(r, f'{mpi_stem}_bw')} & "
                         f"{_ci_or_dash(r, f'{tcp_stem}_bw')} & {_ci_or_dash(r, 'streams')} \\\\")
+        emulated = (" (TCG): guests under TCG emulation, whose numbers measure the emulator, not a hypervisor."
+                    if paths["virtualization"].map(is_emulated).any() else "")
         out.append(
             "\\newcommand{\\hvDpTable}{%\n"
             "\\begin{table}[!tbp]\n\\centering\\scriptsize\n"
             f"\\caption{{What each data path costs (campaign \\texttt{{{latex_escape(campaign)}}}): {mpi_p2p.label} "
             f"({MPI_LABEL['openmpi']}, one rank per host) latency at {fmt_bytes(latency_bytes)} ($\\mu$s) and peak "
-            f"bandwidth (Gbit/s; each round's highest over the sizes), raw TCP bandwidth ({tcp_p2p.label}, Gbit/s) and the aggregate of concurrent "
-            f"TCP streams ({REGISTRY.by_experiment('streams').name}, Gbit/s), median [CI] over the rounds."
-            f"{ONE_ROUND} Loopback: "
+            f"bandwidth (Gbit/s; each round's highest over the sizes), raw TCP bandwidth ({tcp_p2p.label}, Gbit/s) "
+            f"and the aggregate of concurrent TCP streams ({REGISTRY.by_experiment('streams').name}, Gbit/s), "
+            f"median [CI] over the rounds.{ONE_ROUND}{emulated} Loopback: "
             f"this host, no network. {mpi_p2p.label}'s peak over a "
             f"limited link is above the limit: the token bucket's burst lets a message of a few kilobytes pass at "
             f"the bridge's speed. --: not measured on that path in this campaign (the study's "
