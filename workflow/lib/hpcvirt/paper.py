@@ -86,8 +86,8 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
     m["hvCiLevel"] = fmt(100 * float(levels.min()), 3)
     # and the highest, with the rounds the intervals rest on (\hvcoverage in paper/main.tex: "75.0 to 93.8 %")
     m["hvCiLevelMax"] = fmt(100 * float(levels.max()), 3)
-    rounds = sorted({int(n) for n in summary.loc[levels.index, "n"]})
-    m["hvCiRounds"] = " or ".join(map(str, rounds)) + (" round" if rounds == [1] else " rounds")
+    ci_rounds = sorted({int(n) for n in summary.loc[levels.index, "n"]})
+    m["hvCiRounds"] = " or ".join(map(str, ci_rounds)) + (" round" if ci_rounds == [1] else " rounds")
     guests = tidy["kind"] == Qemu.name
     if guests.any():
         rounds = int(tidy.loc[guests, "rep"].nunique())
