@@ -287,7 +287,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
             prow.append(f"{latex_escape(r['path'])}{tcg} & {latex_escape(r['testbed'])} & "
                         f"{_ci_or_dash(r, f'{mpi_stem}_lat')} & {_ci_or_dash(r, f'{mpi_stem}_bw')} & "
                         f"{_ci_or_dash(r, f'{tcp_stem}_bw')} & {_ci_or_dash(r, 'streams')} \\\\")
-        emulated = (" (TCG): guests under TCG emulation, whose numbers measure the emulator, not a hypervisor."
+        emulated = (" (TCG): emulated guests, whose numbers measure the emulator."
                     if paths["virtualization"].map(is_emulated).any() else "")
         out.append(
             "\\newcommand{\\hvDpTable}{%\n"
@@ -299,8 +299,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
             f"median [CI] over the rounds.{ONE_ROUND}{emulated} Loopback: "
             f"this host, no network. {mpi_p2p.label}'s peak over a "
             f"limited link is above the limit: the token bucket's burst lets a message of a few kilobytes pass at "
-            f"the bridge's speed. --: not measured on that path in this campaign (the study's "
-            f"\\texttt{{skip\\_testbeds}}, or what the testbed offers). Source: rule \\texttt{{datapaths}}.}}\n"
+            f"the bridge's speed. --: not measured on that path. Source: rule \\texttt{{datapaths}}.}}\n"
             "\\label{tab:datapaths}\n"
             "\\begin{tabular}{@{}l l l l l l@{}}\n\\toprule\n"
             "path & testbed & latency & bandwidth & TCP & 4 streams \\\\\n\\midrule\n"
