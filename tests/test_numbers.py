@@ -247,3 +247,6 @@ def test_the_coverage_the_text_states_spans_the_campaigns_intervals():
     assert "\\newcommand{\\hvcoverage}" in main
     for name in ("method.tex", "threats.tex"):
         assert "\\hvcoverage" in (ROOT / "paper/sections" / name).read_text(), name
+    # a campaign of one round (a quick look) says it has no intervals instead of "a coverage of 0 %"
+    assert "\\newcommand{\\hvifoneround}" in main and "none: one round" in main
+    assert "\\hvifoneround{; this campaign ran one round" in (ROOT / "paper/sections/method.tex").read_text()
