@@ -130,6 +130,9 @@ def test_a_campaign_with_too_few_rounds_decides_no_stability():
             in claims_tex.tex_macros(five.merge(pd.DataFrame([both]), on="claim")))
     main = (ROOT / "paper/main.tex").read_text()
     assert main.count("\\claimunstable{#1}") == 2       # in \claimverdict and in \claimsays
+    # a campaign that does not decide the claim (too few rounds) has no verdict to mark, whatever the others say
+    few = claims.stability(three, {"five": five, "flips": flips})
+    assert "hvclaimunst@" not in claims_tex.tex_macros(three.merge(few, on="claim"))
     # a campaign that does not decide here is neither stable nor agreeing, whatever the others say
     none = claims.stability(three, {"five": five}).iloc[0]
     assert (none["decided"], none["agree"], bool(none["stable"])) == (1, 0, False)

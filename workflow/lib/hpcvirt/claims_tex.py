@@ -45,11 +45,13 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
         out.append(f"\\@namedef{{hvclaimcount@{v}}}{{{n}}}\n")
     out.append(f"\\@namedef{{hvclaimcount@all}}{{{verdicts['claim'].nunique()}}}\n")
     if "stable" in verdicts.columns:
+        mine = deciding(verdicts)
         for _, r in verdicts.drop_duplicates("claim").iterrows():
             if stability_text(r):
                 out.append(f"\\@namedef{{hvclaimstab@{r['claim']}}}{{{stability_text(r)}}}\n")
-            if r["decided"] >= 2 and not r["stable"]:
-                # the text marks such a verdict where it states it (\claimsays, \claimverdict)
+            if mine.get(r["claim"], False) and r["decided"] >= 2 and not r["stable"]:
+                # a verdict of this campaign that others do not share: the text marks it where it states it
+                # (\claimsays, \claimverdict); a claim this campaign does not decide has no such verdict
                 out.append(f"\\@namedef{{hvclaimunst@{r['claim']}}}{{{int(r['agree'])} of {int(r['decided'])} "
                            "campaigns agree}\n")
         # the claims this campaign decides: those whose verdict every other campaign that decides them
