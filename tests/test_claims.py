@@ -48,6 +48,7 @@ def test_every_claim_of_claims_md_has_one_entry():
     (lambda c: c[0]["checks"][0].update(per={"cache": "L4", "times": 1}), "per must be {cache: <L1d, L2, L3>"),
     (lambda c: c.append(dict(c[1])), "claim EXP-2: duplicate id"),
     (lambda c: c.pop(5), "must match"),
+    (lambda c: c[0].update(mapping="guests {vm: here}"), "claim EXP-1: mapping: 'guests {vm: here}': braces only"),
 ])
 def test_a_bad_claims_file_names_the_file_claim_and_key(tmp_path, mutate, needle):
     data = yaml.safe_load(CLAIMS.read_text())
@@ -185,6 +186,13 @@ def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
     assert set(ram1["reason"]) == {"one value: no confidence interval"}
     # every check that is not testable (by declaration or on this host) says why
     assert set(v.loc[v["verdict"] == "not testable", "reason"].str.len().gt(10)) == {True}
+    # the mappings and reasons say "TCG" only where the guests ran emulated: with KVM, and without guests,
+    # the parts said under TCG are left out
+    texts = lambda df: " ".join(df["mapping"].fillna("")) + " ".join(df["reason"].fillna(""))  # noqa: E731
+    assert "guests here run under TCG" in texts(v) and "TCG" not in texts(vk)
+    none = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), kvm[~kvm["virtualization"].str.startswith("qemu")],
+                           CAMPAIGN, caches=archive_caches())
+    assert "TCG" not in texts(none) and "KVM here" not in texts(none)
 
 
 def test_a_flipped_verdict_names_the_sentence_and_the_claim():
@@ -321,6 +329,11 @@ def test_a_map_that_misses_a_testbed_or_a_figure_is_refused(tmp_path):
     path = tmp_path / "reproduction.yaml"
     path.write_text(yaml.safe_dump(bad))
     with pytest.raises(studies.StudyError, match=r"reproduction.yaml: nanos2010.testbeds: .*missing \['IOV'\]"):
+        studies.load_map(path, testbeds)
+    bad = yaml.safe_load((ROOT / "data/reference/reproduction.yaml").read_text())
+    bad["nanos2010"]["testbeds"]["IOV"] = "two guests {TCG here}"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(studies.StudyError, match=r"nanos2010.testbeds: 'two guests \{TCG here\}': braces only"):
         studies.load_map(path, testbeds)
     del rmap["atif2016"]["figures"]["Fig. 1"]["not_redrawn"]
     with pytest.raises(studies.StudyError, match="atif2016 figure 'Fig. 1a' reports values: its entry 'Fig. 1' "

@@ -157,6 +157,12 @@ def test_every_redraw_is_a_figure_of_its_study_section_with_the_tcg_warning_wher
         assert f"make figure FIGURE={name}" in block.group(1)
         status, text = studies.figure_status(study, fig, "data_plot", rmap, available)
         assert status == "redrawn" and f"\\ref{{fig:{name}}}" in text
+    # the map's texts follow the guests' accelerator: "TCG here" only where they ran emulated
+    exposito = studies.study_tex("exposito2012", ref, testbeds, figs, verdicts, rmap, available, tidy)
+    assert "hypervisor-mediated NIC; TCG here" in exposito and "{tcg" not in exposito
+    kvm = tidy.replace({"virtualization": {"qemu-tcg": "qemu-kvm"}})
+    exposito = studies.study_tex("exposito2012", ref, testbeds, figs, verdicts, rmap, available, kvm)
+    assert "hypervisor-mediated NIC; KVM here" in exposito and "TCG here" not in exposito
     # a figure without redraw stays a counterpart
     assert studies.figure_status("atif2016", "Fig. 1a", "data_plot", rmap, available)[0] == "counterpart"
 

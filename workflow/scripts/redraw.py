@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from hpcvirt import redraw
+from hpcvirt.labels import for_accel, guests_accel
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -13,7 +14,8 @@ with open(snakemake.log[0], "w") as log:
     summary = pd.read_csv(snakemake.input.summary, keep_default_na=False, na_values=[""])
     tidy = pd.concat([pd.read_csv(p) for p in snakemake.input.tidy], ignore_index=True)
     out = {Path(p).stem: p for p in snakemake.output}
+    accel = guests_accel(tidy)
     for study, figure, d in drawings:
-        name = redraw.pdf_name(study, d)
+        name, d = redraw.pdf_name(study, d), for_accel(d, accel)
         tcg = redraw.draw(d, study, summary, tidy, ref, out[name])
         print(f"{name}: {study} {figure} ({d['layout']}){' with guests under TCG' if tcg else ''}", file=log)

@@ -39,6 +39,9 @@ same check decides).  A claim holds when all its checks hold and does not
 hold when one does not; otherwise it is not testable when one check is,
 and inconclusive when one check is; a check whose rows are not in the
 campaign makes the claim *not tested* (the reason names the missing rows).
+A ``mapping`` or ``not_testable`` text may say a part only where the
+campaign's guests ran under one accelerator, ``{tcg: ...}`` or ``{kvm: ...}``
+(:func:`hpcvirt.labels.for_accel`).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ import pandas as pd
 import yaml
 
 from . import provenance, stats, yamlio
-from .labels import fmt_g
+from .labels import accel_text_error, fmt_g, for_accel, guests_accel
 from .query import QueryError, leaves, per_round, select, selector_error
 from .analysis import normalize_units
 
@@ -130,6 +133,9 @@ def load(path: str | Path, claims_md: str | Path | None = None) -> list[Claim]:
         checks = tuple(_check(path, f"{where}, check {j + 1}", c) for j, c in enumerate(e.get("checks") or []))
         if has_checks and not isinstance(e.get("mapping"), str):
             _fail(path, where, "a tested claim needs mapping: which of our testbeds stand for the study's")
+        for k in ("mapping", "not_testable"):
+            if why := accel_text_error(e.get(k)):
+                _fail(path, where, f"{k}: {why}")
         out.append(Claim(cid, e["study"], e["statement"].strip(), e["reported"].strip(),
                          (e.get("mapping") or "").strip(), checks, nt))
     if claims_md is not None:
@@ -302,13 +308,13 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
     # text columns as one block of objects: a selection takes its rows once, not
     # once per column (pandas keeps each column of strings in a block of its own)
     tidy = tidy.astype({c: object for c in tidy.columns if pd.api.types.is_string_dtype(tidy[c])}).copy()
-    rows = []
+    rows, accel = [], guests_accel(tidy)
     for c in claims:
         base = {"campaign": campaign, "claim": c.id, "study": c.study, "statement": c.statement,
-                "reported": c.reported, "mapping": c.mapping}
+                "reported": c.reported, "mapping": for_accel(c.mapping, accel)}
         if c.not_testable:
             rows.append(dict(base, check=0, verdict="not testable", claim_verdict="not testable",
-                             reason=c.not_testable))
+                             reason=for_accel(c.not_testable, accel)))
             continue
         part = []
         for j, chk in enumerate(c.checks, 1):

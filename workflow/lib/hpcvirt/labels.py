@@ -130,6 +130,45 @@ def datapath_label(virtualization, link) -> str:
     return ", ".join([where, *(rate_label(p) for p in parts if p.startswith("rate "))])
 
 
+#: A part of a declared text (``data/reference/claims.yaml``, ``reproduction.yaml``) that is true only
+#: where the campaign's guests ran under that accelerator: ``{tcg: (TCG here)}``, ``{kvm: (KVM here)}``.
+_ACCEL_PART = re.compile(r"\{(tcg|kvm):([^{}]*)\}")
+
+
+def accel_text_error(text) -> str | None:
+    """Why a declared text's braces are not accelerator parts (None: they are, or it has none); a
+    mapping or list: the first of its texts that fails, quoted."""
+    if isinstance(text, dict):
+        text = list(text.values())
+    if isinstance(text, list):
+        return next((why for why in map(accel_text_error, text) if why), None)
+    rest = _ACCEL_PART.sub("", text) if isinstance(text, str) else ""
+    if "{" in rest or "}" in rest:
+        return (f"{text[:60]!r}: braces only around a part said under one accelerator, {{tcg:...}} or "
+                "{kvm:...}, not nested")
+    return None
+
+
+def for_accel(text, accel: str | None):
+    """A declared text as a campaign says it: its ``{tcg:...}`` parts kept where the guests ran under TCG,
+    its ``{kvm:...}`` parts under KVM, and neither without guests (``accel`` None); in a mapping or a
+    list, every text."""
+    if isinstance(text, dict):
+        return {k: for_accel(v, accel) for k, v in text.items()}
+    if isinstance(text, list):
+        return [for_accel(v, accel) for v in text]
+    if not isinstance(text, str):
+        return text
+    return _ACCEL_PART.sub(lambda m: m.group(2) if m.group(1) == accel else "", text)
+
+
+def guests_accel(tidy) -> str | None:
+    """The accelerator of a campaign's guests by its rows: ``tcg`` where any ran emulated (those numbers
+    measure the emulator), else ``kvm``; None without guests."""
+    accels = {kinds.guest_accel(v) for v in tidy["virtualization"].unique()} - {""}
+    return "tcg" if "tcg" in accels else "kvm" if accels else None
+
+
 # ------------------------------------------------------------------ LaTeX
 _LATEX_SPECIALS: dict[str, str] = {
     "\\": r"\textbackslash{}",

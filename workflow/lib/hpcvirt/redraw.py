@@ -41,7 +41,7 @@ import pandas as pd
 from . import stats, yamlio
 from .analysis import normalize_units
 from .benchmarks import REGISTRY
-from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, RAW_TCP, fmt_axis, fmt_ci, tex
+from .labels import COMPARATOR_TEX, COMPARATOR_TEXT, RAW_TCP, accel_text_error, fmt_axis, fmt_ci, tex
 from .query import SELECT_KEYS, QueryError, leaves, per_round, select
 
 LAYOUTS = ("sweep", "bars")
@@ -69,6 +69,8 @@ def validate(path, study: str, figure: str, spec, ref: pd.DataFrame) -> list[dic
 
     if not isinstance(spec, list) or not spec:
         fail("must be a list of drawings")
+    if why := accel_text_error(spec):
+        fail(why)
     rows = ref[ref["study"] == study]
     out = []
     for i, d in enumerate(spec):
