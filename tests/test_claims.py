@@ -158,6 +158,11 @@ def test_a_check_left_out_of_emulated_guests_is_not_testable_there():
                  pd.concat([_tidy({"a": [1, 2, 3, 2.5, 1.5]}), other.assign(virtualization="qemu-kvm")])):
         v = claims.evaluate([_claim(test="below", bound=1)], rows, "c")
         assert v["claim_verdict"].tolist() == ["not tested"], v["reason"].tolist()
+    # both sides missing: the emulated guests' rows and those of a testbed the campaign did not measure
+    # (NAN-8: the direct-path guests over the bridged ones): not tested, naming the unmeasured testbed
+    v = claims.evaluate([_claim(test="below", bound=1)], other.assign(virtualization="qemu-tcg"), "c")
+    assert v["claim_verdict"].tolist() == ["not tested"]
+    assert "no rows for {'testbed': 'a'" in v["reason"].iloc[0] and "no rows for {'testbed': 'b'" in v["reason"].iloc[0]
 
 
 def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
