@@ -556,6 +556,20 @@ def test_the_two_node_overlay_runs_what_the_two_node_cluster_offers():
         "nodes": 2, "tasks_per_node": 2, "cpus_per_task": 1, "mpi": "srun", "slurm_extra": "--exclusive"}
 
 
+def test_the_jobs_after_the_measurements_go_where_the_sites_measurements_went():
+    """parse and aggregate under Slurm: the partition, account and qos of the (first) Slurm testbed, not
+    the profile's default partition of the local cluster, which a site does not have."""
+    from hpcvirt.slurm import post_resources
+
+    _, testbeds = load_study(_merged("config/tiny.yaml") | {"testbeds": ["local", "example-site"]},
+                             testbed_dir=ROOT / "config/testbeds")
+    site = {"slurm_partition": "compute", "slurm_account": "myproject", "qos": "normal"}
+    assert post_resources([testbeds["local"], testbeds["example-site"]]) == site
+    assert post_resources([testbeds["local"]]) == {}
+    two = load_study(_merged("config/tiny.yaml", "config/two-nodes.yaml"), testbed_dir=ROOT / "config/testbeds")[1]
+    assert post_resources(list(two.values())) == {"slurm_partition": "local"}
+
+
 def _bomb(levels: int = 9) -> str:
     """A "billion laughs" document: each level lists the one before nine times."""
     out = 'l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n'

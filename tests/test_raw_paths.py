@@ -153,3 +153,21 @@ def test_a_campaign_is_extended_only_on_the_host_that_measured_it(tmp_path, monk
     assert recorded_host("hosts")[0]["hostname"] == "elsewhere"
     with pytest.raises(MeasurementError, match="'hostname': 'elsewhere'"):
         run_measurement(study, tb, c, 3, matrix.raw_path("hosts", c, 3), matrix.raw_path("hosts", c, 3, "json"))
+
+
+def test_hosts_that_share_a_machine_id_are_told_apart_by_their_cores_and_caches():
+    """Machines cloned from one image share /etc/machine-id: the archive and a later campaign here
+    recorded the same host id on processors with other caches; the topology tells them apart (its memory
+    size does not: a guest's memory may be resized)."""
+    from hpcvirt.measure import host_identity, same_host
+
+    def host(l2, memory=17140240384, host_id="0035969ec53f6e7f"):
+        return host_identity({"host_id": host_id, "hostname": "vm", "cpu": {"model": "AMD EPYC", "hwloc_synthetic": (
+            f"Package:1 [NUMANode(memory={memory})] L3Cache:1(size=33554432) L2Cache:2(size={l2}) "
+            "L1dCache:1(size=32768) L1iCache:1(size=32768) Core:1 PU:1")}})
+
+    assert same_host(host(524288), host(524288, memory=22508949504))
+    assert not same_host(host(524288), host(1048576))
+    assert not same_host(host(524288), host(524288, host_id="0123456789abcdef"))
+    # records without a topology: the host id alone, as before
+    assert same_host(dict(host(524288), topology=None), host(1048576))

@@ -142,6 +142,13 @@ def test_example_site_sbatch_resources(tmp_path):
     assert n == 36
     assert listing.count("Group job example-site.n2 ") == 1, listing
     assert re.search(rf"^measure\s+{n}$", listing, re.M), listing
+    # the jobs after the measurements go to the site's partition and account too, not to the profile's
+    # default partition (the local cluster's "local")
+    full = smk(work, *SLURM_PROFILE, "-n", *args, env=env, timeout=300)
+    for rule in ("parse", "aggregate"):
+        res = re.search(rf"^rule {rule}:\n(?:    .*\n)*?    resources: (.*)$", full.stdout + full.stderr, re.M)
+        assert res and "slurm_partition=compute" in res.group(1) and "slurm_account=myproject" in res.group(1), \
+            (rule, full.stdout[-3000:])
 
     # the real submission path, stopped at sbatch
     res = smk(work, *SLURM_PROFILE, "--until", "measure", *args, env=env, timeout=300)

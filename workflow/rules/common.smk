@@ -287,6 +287,18 @@ def measurement_slurm(key):
     return value
 
 
+def post_slurm(key):
+    """One sbatch resource of parse (its testbed's) or aggregate (the study's first
+    Slurm testbed's): hpcvirt.slurm.post_resources; None = unset."""
+
+    def value(wildcards):
+        name = wildcards.get("testbed")
+        tbs = [TESTBEDS[name]] if name in TESTBEDS else list(TESTBEDS.values())
+        return slurm.post_resources(tbs).get(key)
+
+    return value
+
+
 def measurement_preflight(wildcards):
     """Testbeds with a container runtime check host vs image MPI first."""
     tb = _testbed(wildcards)

@@ -32,5 +32,10 @@ rule parse:
         "logs/parse/{campaign}/{testbed}.log",
     wildcard_constraints:
         campaign=PARSED_CAMPAIGN,
+    # under Slurm: the testbed's partition, account and qos (a site has no partition "local")
+    resources:
+        slurm_partition=post_slurm("slurm_partition"),
+        slurm_account=post_slurm("slurm_account"),
+        qos=post_slurm("qos"),
     script:
         "../scripts/parse.py"

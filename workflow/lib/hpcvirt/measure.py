@@ -177,12 +177,19 @@ def record_testbed(campaign: str, tb: dict) -> None:
 def host_identity(host: dict) -> dict:
     """What tells two hosts apart in a provenance record's ``host``: its
     :func:`hpcvirt.provenance.host_id` where recorded (records before it
-    have none), its name and CPU model."""
-    return {"host_id": host.get("host_id"), "hostname": host.get("hostname"),
-            "cpu": (host.get("cpu") or {}).get("model")}
+    have none), its name and CPU model, and its cores and caches (hwloc's
+    synthetic topology without memory sizes): machines cloned from one
+    image share a machine id, and a cloud's "same" instance type may land on
+    another processor."""
+    cpu = host.get("cpu") or {}
+    topology = cpu.get("hwloc_synthetic")
+    return {"host_id": host.get("host_id"), "hostname": host.get("hostname"), "cpu": cpu.get("model"),
+            "topology": re.sub(r"\(memory=\d+\)", "", topology) if isinstance(topology, str) else None}
 
 
 def same_host(a: dict, b: dict) -> bool:
+    if a.get("topology") and b.get("topology") and a["topology"] != b["topology"]:
+        return False
     if a.get("host_id") and b.get("host_id"):
         return a["host_id"] == b["host_id"]
     return (a.get("hostname"), a.get("cpu")) == (b.get("hostname"), b.get("cpu"))
@@ -207,11 +214,14 @@ def recorded_host(campaign: str) -> tuple[dict, Path] | None:
     return None
 
 
-def check_host(study: dict, tb: dict) -> None:
-    """Refuse to add measurements of a local-executor testbed to a campaign
-    that another host measured (its raw outputs would mix two machines),
-    unless the study says ``extend_on_other_host: true``."""
-    if tb.get("executor", "local") != "local" or study.get("extend_on_other_host"):
+def check_host(study: dict) -> None:
+    """Refuse to add measurements to a campaign that another host measured
+    with the local executor (its raw outputs would mix two machines), unless
+    the study says ``extend_on_other_host: true``.  A Slurm testbed's job
+    runs this on its first node: a site's nodes never join a laptop's
+    campaign (the archive) by mistake, while the project's own Slurm cluster,
+    on the host that measured the campaign, may."""
+    if study.get("extend_on_other_host"):
         return
     found = recorded_host(study["campaign"])
     if found is None:
@@ -240,7 +250,7 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
         raise MeasurementError(str(exc)) from None
     if Path(raw_out).exists():
         raise MeasurementError(f"{raw_out} exists: a raw output is never replaced (delete it to measure it again)")
-    check_host(study, tb)
+    check_host(study)
     retries = int(c.settings.get("retries_after_timeout", 0))
     earlier: list[str] = []
     while True:
@@ -372,7 +382,7 @@ def run_round(study: dict, tb: dict, items: list[tuple[Configuration, str, str]]
     if not pending:
         drop_kept(items)
         return []
-    check_host(study, tb)         # before the guests boot
+    check_host(study)             # before the guests boot
     vm, net = tb.get("vm", {}), tb.get("network", {})
     records, errors = [], []
     with QemuCluster(bed_tag(study["campaign"], tb["name"], rep), guests=tb["nodes"], vcpus=vm.get("vcpus", 1),

@@ -95,6 +95,16 @@ def resources(tb: dict, configs: list[Configuration]) -> dict:
     return out
 
 
+def post_resources(testbeds: list[dict]) -> dict:
+    """Where Slurm runs the jobs after the measurements (``parse`` of one testbed, ``aggregate`` of the
+    campaign): the ``partition``, ``account`` and ``qos`` of the first of ``testbeds`` that sets them, so
+    that on a site they go where its measurements went (the profile's default partition is the local
+    cluster's).  Keys no testbed sets are absent: sbatch then takes the site's defaults."""
+    s = next((tb.get("slurm", {}) for tb in testbeds if tb.get("executor") == "slurm"), {})
+    keys = {"partition": "slurm_partition", "account": "slurm_account", "qos": "qos"}
+    return {res: s[k] for k, res in keys.items() if s.get(k)}
+
+
 def group(tb: dict) -> str:
     """One Slurm group per testbed and node count: ``<testbed>.n<nodes>``.
 
