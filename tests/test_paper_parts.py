@@ -86,6 +86,11 @@ def test_parts_with_missing_data_are_left_out_and_listed():
     assert "Not in this campaign" in tex
     full, included, omitted = parts_tex(parts, NUMBERS | {"hvLatBridgeOpenmpiNet"}, {"x", "y"})
     assert not omitted and "Not in this campaign" not in full
+    # two parts of one title (the method's and the results' of one experiment) are listed once
+    parts["d"] = "% Part B: needs the bridge.\nText \\hvLatBridgeOpenmpiNetHi and \\hvLatBridgeOpenmpiNet.\n"
+    tex, included, omitted = parts_tex(parts, NUMBERS, {"x", "y"})
+    assert set(omitted) == {"b", "d"} and omitted["b"] == omitted["d"] and tex.count("\\item Part B") == 1
+    assert "2 measured values" in omitted["b"]
 
 
 def test_a_campaign_without_the_multi_pair_test_keeps_the_osu_section():

@@ -276,6 +276,7 @@ def datapath_table(tidy: pd.DataFrame, *, latency_bytes: int = 8, level: float =
     out = pd.DataFrame(rows)
     st = by_name("streams").compute(tidy, level)
     if len(st) and len(out):
-        out = out.merge(st[["testbed", "gbits", "gbits_lo", "gbits_hi"]].rename(
-            columns={"gbits": "streams", "gbits_lo": "streams_lo", "gbits_hi": "streams_hi"}), on="testbed", how="left")
+        out = out.merge(st[["testbed", "gbits", "gbits_lo", "gbits_hi", "n"]].rename(
+            columns={"gbits": "streams", "gbits_lo": "streams_lo", "gbits_hi": "streams_hi", "n": "streams_n"}),
+            on="testbed", how="left")
     return out
