@@ -30,7 +30,7 @@ help:
 	@echo "make containers measure a new container-vs-bare-host campaign (bare host, Charliecloud, Apptainer) and build the paper with it"
 	@echo "make datapaths  measure a new data-path campaign (bridge, direct path, VXLAN tunnel, 1 Gbit/s links; OpenFOAM for Richter et al.'s Table 1) and build the paper with it"
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
-	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring)"
+	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring; FROM=<campaign>: from that campaign)"
 	@echo "make dry-run    show the jobs of the full study without running them"
 	@echo "  TESTBEDS=...  (make, make quick, make dry-run) only these testbeds, e.g. TESTBEDS=local; the rest is listed as skipped"
 	@echo "make archive    re-measure the archived campaign named in config/config.yaml"
@@ -126,8 +126,10 @@ test:
 	@workflow/scripts/install-deps.sh $(subst apptainer,apptainer-deps,$(FEATURES))
 	workflow/scripts/test.sh
 
+# FROM=<campaign>: the figure of another campaign (a user's `make`) instead of the archive's
+FROM ?=
 figure: deps
-	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf
+	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(FROM)),--config campaign=$(FROM) 'paper={"datapaths_campaign": "$(FROM)"}')
 
 dry-run: deps-study
 	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN) 'paper={"datapaths_campaign": "$(CAMPAIGN)"}' $(SUBSET)

@@ -35,6 +35,7 @@ rule numbers:
         code=DERIVING_CODE,
         latency_bytes=STUDY["paper"]["latency_bytes"],
         quick_look=STUDY["paper"]["quick_look"],
+        archive=ARCHIVE,
         # the testbeds as the introduction lists them: their descriptions, in the study's order
         testbeds={tb: TESTBEDS[tb].get("description", "") for tb in STUDY["testbeds"]},
     run:

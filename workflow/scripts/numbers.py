@@ -30,7 +30,7 @@ with open(snakemake.log[0], "w") as log:
     made = [("hpcvirt.paper.campaign_numbers",
              campaign_numbers(summary, tidy, latency_bytes=latency_bytes, hosts=hosts,
                               guest_shapes=[g for r in records for g in r.get("guests", [])],
-                              quick=bool(snakemake.params.quick_look),
+                              quick=bool(snakemake.params.quick_look), archive=snakemake.params.archive,
                               host_records=max(r.get("distinct_host_records", 1) for r in records))),
             (snakemake.input.declared,
              numbers.macros(tidy, numbers.load(snakemake.input.declared), latency_bytes=latency_bytes,

@@ -61,16 +61,21 @@ def quick_look(quick: bool) -> Macros:
 
 def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes: int = 8,
                      hosts: dict | None = None, guest_shapes: Sequence[dict] = (), quick: bool = False,
-                     host_records: int = 1) -> Macros:
+                     host_records: int = 1, archive: str | None = None) -> Macros:
     """The campaign's facts and the headline macros of every configuration;
     ``guest_shapes``: the shapes the guests were booted in (``count``, ``vcpus``;
     :func:`hpcvirt.analysis.host_summary`), as ``\\hvGuestCount``,
     ``\\hvGuestVcpus`` and their product ``\\hvGuestVcpusTotal``, in words; ``host_records``: the most
     distinct host records of a testbed's runs (``\\hvHostRecords``: above 1, the host changed during the
-    campaign, e.g. a kernel update before it was extended)."""
+    campaign, e.g. a kernel update before it was extended); ``archive``: the campaign
+    ``config/config.yaml`` names (``\\hvArchive``; ``\\hvIsArchive`` 1 where it is this one, whose text
+    then speaks of the archived campaign)."""
     m = quick_look(quick)
     reps = int(tidy["rep"].nunique())
-    m["hvCampaign"] = latex_escape(str(summary["campaign"].iloc[0]))
+    campaign = str(summary["campaign"].iloc[0])
+    m["hvCampaign"] = latex_escape(campaign)
+    m["hvArchive"] = latex_escape(archive or campaign)
+    m["hvIsArchive"] = "1" if (archive or campaign) == campaign else "0"
     m["hvReps"] = str(reps)
     m["hvRuns"] = str(tidy["run_id"].nunique())
     m["hvLatBytes"] = fmt_bytes(latency_bytes)

@@ -160,7 +160,7 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
                    f"\\caption{{{NAMES[study]}, {tex(fig)} redrawn: {tex(d['title'])}. Grey (dashed lines, "
                    f"shaded ranges, hatched bars, marked \\emph{{reported}}): the values the study reports "
                    f"(\\texttt{{data/reference/{study}.csv}}); in colour: this campaign's medians over its rounds "
-                   f"with their confidence intervals.{tcg} Redraw: \\texttt{{make figure FIGURE={name}}}.}}"
+                   f"with their confidence intervals.{tcg} Redraw: \\texttt{{make figure FIGURE={name}\\hvifarchive{{}}{{ FROM=\\hvCampaign}}}}.}}"
                    f"\\label{{fig:{name}}}\n\\end{{figure}}\n\n")
         if d["layout"] == "bars" and tidy is not None:
             out.append(redraw.bars_table_tex(
