@@ -238,6 +238,11 @@ def test_the_coverage_the_text_states_spans_the_campaigns_intervals():
     tidy = pd.concat([pd.read_csv(p) for p in sorted(res.glob("*/tidy.csv"))], ignore_index=True)
     m = campaign_numbers(summary, tidy)
     assert (m["hvCiLevel"], m["hvCiLevelMax"], m["hvCiRounds"]) == ("75.0", "93.8", "3 or 5 rounds")
+    # the archive's paper speaks of the archived campaign; a user's campaign's of itself (\hvifarchive)
+    assert (m["hvIsArchive"], m["hvArchive"]) == ("1", campaign)
+    assert campaign_numbers(summary, tidy, archive=campaign)["hvIsArchive"] == "1"
+    other = campaign_numbers(summary, tidy, archive="local-20990101T000000Z")
+    assert (other["hvIsArchive"], other["hvArchive"], other["hvCampaign"]) == ("0", "local-20990101T000000Z", campaign)
     five = summary[summary["n"] == 5]
     m5 = campaign_numbers(five, tidy)
     assert (m5["hvCiLevel"], m5["hvCiLevelMax"], m5["hvCiRounds"]) == ("93.8", "93.8", "5 rounds")
