@@ -82,6 +82,8 @@ def test_the_archive_has_every_declared_number_and_the_tables_print_the_same():
     tables = _table_values(tidy, latency_bytes)
     for n in declared:
         s = n.selectors[0]
+        if n.kind == "ratio" and s.get("metric") == "mops_total":
+            s = n.selectors[1]      # NPB's time over the native time: the native rate over this testbed's
         key = (n.kind, s["testbed"], s["benchmark"], s.get("mpi", "none"))
         if str(s["benchmark"]).startswith("npb-"):
             key += (s["variant"], s["ranks"])
