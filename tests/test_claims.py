@@ -366,8 +366,19 @@ def test_a_new_campaign_is_compared_with_the_archive():
         row["archive_lo"] <= row["new_hi"] and row["new_lo"] <= row["archive_hi"])
     entries = claims.load(CLAIMS, CLAIMS_MD)
     vn, va = claims.evaluate(entries, new, old), claims.evaluate(entries, arch, CAMPAIGN)
-    tex = compare.tex(m, vn, va, old, CAMPAIGN)
-    assert f"Of {len(m)} headline metrics both campaigns measured, {int(m['agree'].sum())} agree." in tex
+    hosts = tuple(compare.host_line(sorted((ROOT / "data/results" / c).glob("*/provenance.json")))
+                  for c in (CAMPAIGN, old))
+    tex = compare.tex(m, vn, va, old, CAMPAIGN, hosts=hosts)
+    assert f"Of {len(m)} headline metrics both campaigns measured, {int(m['agree'].sum())} agree" in tex
+    # why so few agree: the two hosts, and how far each kind of metric moved from one to the other
+    assert all(h.startswith("AMD EPYC, 2 CPUs, L2 ") and "kernel " in h for h in hosts)
+    assert f"The archive's host: {hosts[0]}; this campaign's: {hosts[1]}." in tex
+    ratio = m.loc[m["what"] == "peak bandwidth", "ratio"].median()
+    assert f"peak bandwidth {claims.fmt_g(ratio)} times" in tex
+    # ... and that the claims' quantities, ratios on one machine, are what carries over
+    n, same = compare.checks_agree(vn, va)
+    assert n > 5 and 0 < same <= n and f"of the {n} checks both campaigns computed outside emulated guests, " \
+        f"{same} have overlapping intervals" in tex
     first = {c: d.drop_duplicates("claim").set_index("claim")["claim_verdict"] for c, d in (("n", vn), ("a", va))}
     changed = [c for c in first["n"].index if first["n"][c] != first["a"][c] and first["a"][c] != "not testable"]
     assert changed

@@ -51,7 +51,8 @@ with open(snakemake.log[0], "w") as log:
             archived, archived_verdicts = claims.evaluate_campaign(entries, snakemake.input.archive,
                                                                    snakemake.input.archive_hosts, archive)
         metrics = compare.compare(tidy, archived, int(snakemake.params.latency_bytes))
-        vs_archive = compare.tex(metrics, verdicts, archived_verdicts, campaign, archive, problems)
+        hosts = (compare.host_line(snakemake.input.archive_hosts), compare.host_line(snakemake.input.hosts))
+        vs_archive = compare.tex(metrics, verdicts, archived_verdicts, campaign, archive, problems, hosts)
     else:
         vs_archive = compare.tex(pd.DataFrame(), verdicts, verdicts, campaign, campaign)
     write_text(snakemake.output.verdicts, verdicts.to_csv(index=False))

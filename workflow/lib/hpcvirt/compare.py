@@ -10,6 +10,10 @@ that either is wrong.
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pandas as pd
 
 from . import stats
@@ -52,20 +56,68 @@ def compare(new: pd.DataFrame, archive: pd.DataFrame, latency_bytes: int = 8, le
     return pd.DataFrame(rows)
 
 
+def host_line(records) -> str:
+    """The host of a campaign's first testbed record (``provenance.json``) as the comparison names it:
+    CPU model and count, caches, memory, kernel; empty without records."""
+    host = next((json.loads(Path(p).read_text()).get("host") or {} for p in records), {})
+    cpu = host.get("cpu") or {}
+    ls = cpu.get("lscpu") or {}
+    mem = re.search(r"memory=(\d+)", cpu.get("hwloc_synthetic") or "")
+    parts = [cpu.get("model") or "", f"{ls['CPU(s)']} CPUs" if ls.get("CPU(s)") else "",
+             *(f"{k} {ls[k + ' cache']}" for k in ("L2", "L3") if ls.get(k + " cache")),
+             f"{int(mem.group(1)) / 2**30:.1f} GiB" if mem else "",
+             f"kernel {(host.get('kernel') or {}).get('release')}" if (host.get("kernel") or {}).get("release") else ""]
+    return latex_escape(", ".join(p for p in parts if p))
+
+
+def shifts(metrics: pd.DataFrame) -> str:
+    """Per kind of headline metric, the median of this campaign's medians over the archive's: the two
+    machines' difference in speed where most move together."""
+    parts = []
+    for what, g in metrics.dropna(subset=["ratio"]).groupby("what", sort=True):
+        up = int((g["ratio"] > 1).sum())
+        parts.append(f"{latex_escape(what)} {fmt_g(g['ratio'].median())} times ({max(up, len(g) - up)} of "
+                     f"{len(g)} {'higher' if up >= len(g) - up else 'lower'})")
+    return "; ".join(parts)
+
+
+def checks_agree(verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame) -> tuple[int, int]:
+    """(checks both campaigns computed a value of outside emulated guests, of those whose intervals overlap):
+    the claims' quantities are ratios and differences of configurations measured on one machine."""
+    cols = ["claim", "check", "median", "ci_low", "ci_high", "tcg"]
+    m = verdicts_new[cols].merge(verdicts_archive[cols], on=["claim", "check"], suffixes=("_n", "_a"))
+    m = m[m["median_n"].notna() & m["median_a"].notna()
+          & ~m["tcg_n"].astype(str).eq("True") & ~m["tcg_a"].astype(str).eq("True")]
+    overlap = (m["ci_low_n"] <= m["ci_high_a"]) & (m["ci_low_a"] <= m["ci_high_n"])
+    return len(m), int(overlap.sum())
+
+
 def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame, new: str,
-        archive: str, sentences: list[str] | None = None) -> str:
+        archive: str, sentences: list[str] | None = None, hosts: tuple[str, str] = ("", "")) -> str:
     """The section; empty when the campaign is the archive.  ``sentences``:
-    the paper's sentences this campaign contradicts (hpcvirt.claims_tex.check_sentences)."""
+    the paper's sentences this campaign contradicts (hpcvirt.claims_tex.check_sentences); ``hosts``:
+    (the archive's, this campaign's) as :func:`host_line` names them."""
     if new == archive:
         return "% The campaign is the archived one: nothing to compare.\n"
+    where = (f" The archive's host: {hosts[0]}; this campaign's: {hosts[1]}." if all(hosts) and hosts[0] != hosts[1]
+             else f" Both hosts: {hosts[1]}." if all(hosts) else "")
     out = [f"\\section{{This Campaign Against the Archive}}\\label{{sec:vs-archive}}\n\n"
            f"This paper was built from campaign \\texttt{{{latex_escape(new)}}}. The committed archive, "
-           f"\\texttt{{{latex_escape(archive)}}}, was measured in another campaign, perhaps on another machine; "
-           "this section says what of it this campaign reproduced. Two medians agree when their confidence intervals overlap "
-           "(a value of one round has no interval: it agrees when the other's interval holds it).\n\n"]
+           f"\\texttt{{{latex_escape(archive)}}}, was measured in another campaign, perhaps on another machine."
+           f"{where} This section says what of it this campaign reproduced. Two medians agree when their confidence "
+           "intervals overlap (a value of one round has no interval: it agrees when the other's interval holds it, "
+           "and two single rounds agree only when equal).\n\n"]
     if not metrics.empty:
         agree = int(metrics["agree"].sum())
-        out.append(f"Of {len(metrics)} headline metrics both campaigns measured, {agree} agree.\n\n")
+        single = int(((metrics["archive_n"] == 1) & (metrics["new_n"] == 1)).sum())
+        n_checks, same_checks = checks_agree(verdicts_new, verdicts_archive)
+        out.append(f"Of {len(metrics)} headline metrics both campaigns measured, {agree} agree"
+                   f"{f' ({single} compare two single rounds)' if single else ''}. This campaign's medians over the "
+                   f"archive's, the median per kind of metric: {shifts(metrics)}. Where most metrics of a kind move "
+                   "together, the two machines differ in speed, and absolute values do not carry over from one to "
+                   "the other. The claims' quantities compare configurations measured on one machine (ratios and "
+                   f"differences): of the {n_checks} checks both campaigns computed outside emulated guests, "
+                   f"{same_checks} have overlapping intervals.\n\n")
         out.append("\\begin{center}\\scriptsize\n\\begin{longtable}{@{}p{0.06\\linewidth}p{0.16\\linewidth}"
                    "p{0.13\\linewidth}p{0.04\\linewidth}p{0.15\\linewidth}p{0.16\\linewidth}p{0.16\\linewidth}"
                    "p{0.05\\linewidth}@{}}\n"
