@@ -556,6 +556,26 @@ def test_the_two_node_overlay_runs_what_the_two_node_cluster_offers():
         "nodes": 2, "tasks_per_node": 2, "cpus_per_task": 1, "mpi": "srun", "slurm_extra": "--exclusive"}
 
 
+def test_the_kvm_layer_gives_the_guests_five_rounds_of_every_experiment(tmp_path):
+    """config/kvm.yaml: where the guests run with KVM, every experiment of theirs gets five rounds (the
+    claims measured in them are then decided); their other settings (paths, inputs) and every other
+    testbed stay as in the default study."""
+    from hpcvirt.matrix import configurations
+
+    schemas = ROOT / "workflow/schemas"
+    plain, _ = load_study(_merged(), testbed_dir=_with_vm_accel(tmp_path / "a", "kvm"), schema_dir=schemas)
+    kvm, _ = load_study(_merged("config/kvm.yaml"), testbed_dir=_with_vm_accel(tmp_path / "b", "kvm"),
+                        schema_dir=schemas)
+    reps = lambda s: {(c.benchmark, c.params): c.settings.get("repetitions", s["repetitions"])  # noqa: E731
+                      for c in configurations(s) if c.testbed == "vm"}
+    assert set(reps(plain).values()) == {1} and set(reps(kvm).values()) == {5}
+    assert set(reps(plain)) == set(reps(kvm))                  # the same configurations: paths, inputs
+    others = lambda s: [c for c in configurations(s) if c.testbed != "vm"]  # noqa: E731
+    assert others(plain) == others(kvm)
+    experiments = yaml.safe_load((ROOT / "config/kvm.yaml").read_text())["experiments"]
+    assert set(experiments) == {e for e, x in STUDY["experiments"].items() if "qemu" in x.get("by_kind", {})}
+
+
 def test_the_jobs_after_the_measurements_go_where_the_sites_measurements_went():
     """parse and aggregate under Slurm: the partition, account and qos of the (first) Slurm testbed, not
     the profile's default partition of the local cluster, which a site does not have."""
