@@ -590,6 +590,22 @@ def test_the_jobs_after_the_measurements_go_where_the_sites_measurements_went():
     assert post_resources(list(two.values())) == {"slurm_partition": "local"}
 
 
+def test_the_dry_run_says_how_long_a_sites_measurements_ask_for_in_all():
+    from hpcvirt.matrix import all_raw_paths
+    from hpcvirt.slurm import allocation_note
+
+    study, testbeds = load_study(_merged() | {"campaign": "site", "testbeds": ["example-site"]},
+                                 testbed_dir=ROOT / "config/testbeds")
+    missing = all_raw_paths(study)
+    note = allocation_note(testbeds, missing)
+    hours = len(missing) * testbeds["example-site"]["slurm"]["runtime_min"] / 60
+    assert note == [f"example-site: {len(missing)} measurements under Slurm, 10 min each (slurm.runtime_min), "
+                    f"{hours:.1f} h in all; group-components example-site.n2=K puts K of them in one allocation of "
+                    "-t K x 10 min (choose K for the partition's time limit; without an entry each is an "
+                    "allocation of its own)"]
+    assert allocation_note(testbeds, missing[:0]) == []          # nothing to measure: nothing to say
+
+
 def _bomb(levels: int = 9) -> str:
     """A "billion laughs" document: each level lists the one before nine times."""
     out = 'l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n'

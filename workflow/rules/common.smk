@@ -103,6 +103,9 @@ PRIORITIES = matrix.priorities(STUDY)
 # tables re-parsed.  As inputs of a table that exists they would not be
 # (Snakemake runs no job for a missing input of an up-to-date job).
 MISSING_RAW = [p for p in matrix.all_raw_paths(STUDY) if not Path(p).exists()]
+# Slurm testbeds: the allocations a site's queue will be asked for (the dry run shows them)
+for _line in slurm.allocation_note(TESTBEDS, MISSING_RAW):
+    print(f"hpcvirt: {_line}", file=sys.stderr)
 # The figures the campaign has data for (hpcvirt.figures, workflow/figures.yaml).
 try:
     PAPER_FIGURES = figures.for_campaign(CONFIGURATIONS, TESTBEDS)

@@ -40,6 +40,8 @@ group; ``--group-components <group>=N`` puts N of them into one allocation
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .benchmarks import REGISTRY
 from .matrix import Configuration
 from .testbeds import kind
@@ -103,6 +105,24 @@ def post_resources(testbeds: list[dict]) -> dict:
     s = next((tb.get("slurm", {}) for tb in testbeds if tb.get("executor") == "slurm"), {})
     keys = {"partition": "slurm_partition", "account": "slurm_account", "qos": "qos"}
     return {res: s[k] for k, res in keys.items() if s.get(k)}
+
+
+def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
+    """Per Slurm testbed with measurements to run (``missing``: raw-output paths
+    ``data/raw/<campaign>/<testbed>/...``), what its queue will be asked for: the measurements, their
+    time in all, and how Snakemake's group components share allocations among them (the dry run prints
+    it; the components themselves are not known while the workflow is read)."""
+    out = []
+    for name, tb in testbeds.items():
+        n = sum(1 for p in missing if Path(p).parts[3:4] == (name,))
+        if tb.get("executor") != "slurm" or not n:
+            continue
+        minutes, grp = int(tb.get("slurm", {}).get("runtime_min", 30)), group(tb)
+        out.append(f"{name}: {n} measurements under Slurm, {minutes} min each (slurm.runtime_min), "
+                   f"{n * minutes / 60:.1f} h in all; group-components {grp}=K puts K of them in one allocation "
+                   f"of -t K x {minutes} min (choose K for the partition's time limit; without an entry each is "
+                   "an allocation of its own)")
+    return out
 
 
 def group(tb: dict) -> str:
