@@ -85,6 +85,8 @@ def checks_agree(verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame) -> 
     """(checks both campaigns computed a value of outside emulated guests, of those whose intervals overlap):
     the claims' quantities are ratios and differences of configurations measured on one machine."""
     cols = ["claim", "check", "median", "ci_low", "ci_high", "tcg"]
+    if not all(set(cols) <= set(v.columns) for v in (verdicts_new, verdicts_archive)):
+        return 0, 0
     m = verdicts_new[cols].merge(verdicts_archive[cols], on=["claim", "check"], suffixes=("_n", "_a"))
     m = m[m["median_n"].notna() & m["median_a"].notna()
           & ~m["tcg_n"].astype(str).eq("True") & ~m["tcg_a"].astype(str).eq("True")]
@@ -115,9 +117,10 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
                    f"{f' ({single} compare two single rounds)' if single else ''}. This campaign's medians over the "
                    f"archive's, the median per kind of metric: {shifts(metrics)}. Where most metrics of a kind move "
                    "together, the two machines differ in speed, and absolute values do not carry over from one to "
-                   "the other. The claims' quantities compare configurations measured on one machine (ratios and "
-                   f"differences): of the {n_checks} checks both campaigns computed outside emulated guests, "
-                   f"{same_checks} have overlapping intervals.\n\n")
+                   "the other."
+                   + (" The claims' quantities compare configurations measured on one machine (ratios and "
+                      f"differences): of the {n_checks} checks both campaigns computed outside emulated guests, "
+                      f"{same_checks} have overlapping intervals." if n_checks else "") + "\n\n")
         out.append("\\begin{center}\\scriptsize\n\\begin{longtable}{@{}p{0.06\\linewidth}p{0.16\\linewidth}"
                    "p{0.13\\linewidth}p{0.04\\linewidth}p{0.15\\linewidth}p{0.16\\linewidth}p{0.16\\linewidth}"
                    "p{0.05\\linewidth}@{}}\n"
