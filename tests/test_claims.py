@@ -213,7 +213,7 @@ def test_a_flipped_verdict_names_the_sentence_and_the_claim():
     problems = claims_tex.check_sentences(sections, v)
     assert len(problems) == 1, problems
     assert "paper/sections/claims.tex:" in problems[0] and "claim EXP-16 holds" in problems[0]
-    assert "for IS the claim" in problems[0]          # the sentence itself
+    assert "for IS, EXP-16" in problems[0]          # the sentence itself
     # the archive as it is: no sentence is stale
     assert claims_tex.check_sentences(sections, claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(),
                                                               CAMPAIGN)) == []

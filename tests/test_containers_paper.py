@@ -141,6 +141,15 @@ def test_the_hosts_cpus_come_from_the_records():
     # the section types no core count of its own
     section = (ROOT / "paper/sections/containers.tex").read_text()
     assert "\\hvCtrCores" in section and not re.search(r"\d-core|\b(one|two|four)[ -]cores?\b", section)
+    # ... and names the host the companion campaign was measured on, which may be another machine
+    from hpcvirt.compare import host_line
+
+    name = yaml.safe_load((ROOT / "config/config.yaml").read_text())["paper"]["containers_campaign"]
+    hosts = sorted((ROOT / "data/results" / name).glob("*/provenance.json"))
+    line = host_line(hosts)
+    assert line.startswith("AMD EPYC, 2 CPUs, L2 ") and "kernel 6." in line
+    assert f"\\newcommand{{\\hvCtrHost}}{{{line}}}" in containers_tex(pd.DataFrame(), campaign="c", host=line)
+    assert "\\hvCtrHost" in section
 
 
 def test_without_a_campaign_the_section_says_so():

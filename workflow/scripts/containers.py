@@ -11,6 +11,7 @@ import pandas as pd
 from hpcvirt.analysis import bare_host_peaks, container_ratios
 from hpcvirt.atomic import write_csv, write_text
 from hpcvirt.companions import containers_tex, host_cores
+from hpcvirt.compare import host_line
 
 snakemake = globals()["snakemake"]
 with open(snakemake.log[0], "w") as log:
@@ -42,4 +43,5 @@ with open(snakemake.log[0], "w") as log:
                                                         latency_bytes=latency_bytes, versions=versions, images=images,
                                                         bare_peaks=bare_host_peaks(tidy),
                                                         cores=host_cores([json.loads(Path(p).read_text())
-                                                                          for p in snakemake.input.hosts])))
+                                                                          for p in snakemake.input.hosts]),
+                                                        host=host_line(snakemake.input.hosts)))

@@ -64,7 +64,7 @@ def host_line(records) -> str:
     ls = cpu.get("lscpu") or {}
     mem = re.search(r"memory=(\d+)", cpu.get("hwloc_synthetic") or "")
     parts = [cpu.get("model") or "", f"{ls['CPU(s)']} CPUs" if ls.get("CPU(s)") else "",
-             *(f"{k} {ls[k + ' cache']}" for k in ("L2", "L3") if ls.get(k + " cache")),
+             *(f"{k} {ls[k + ' cache'].split(' (')[0]}" for k in ("L2", "L3") if ls.get(k + " cache")),
              f"{int(mem.group(1)) / 2**30:.1f} GiB" if mem else "",
              f"kernel {(host.get('kernel') or {}).get('release')}" if (host.get("kernel") or {}).get("release") else ""]
     return latex_escape(", ".join(p for p in parts if p))
