@@ -556,6 +556,23 @@ def test_the_two_node_overlay_runs_what_the_two_node_cluster_offers():
         "nodes": 2, "tasks_per_node": 2, "cpus_per_task": 1, "mpi": "srun", "slurm_extra": "--exclusive"}
 
 
+def test_guests_that_must_run_with_kvm_on_a_host_without_it_are_named_before_any_job(tmp_path):
+    """vm.accel: kvm where QEMU cannot start a KVM vCPU: the plan says so (the guests' first boot would
+    fail after the image is built); auto and tcg, or a host with KVM, say nothing."""
+    from hpcvirt.config import kvm_note
+    from hpcvirt.kvm import planned_accel
+
+    _, kvm = load_study(_merged(), testbed_dir=_with_vm_accel(tmp_path / "a", "kvm"))
+    _, auto = load_study(_merged(), testbed_dir=_with_vm_accel(tmp_path / "b", "auto"))
+    accel, why = planned_accel("auto")
+    assert kvm_note(auto) == []
+    if accel == "kvm":
+        assert kvm_note(kvm) == []
+    else:
+        assert kvm_note(kvm) == [f"vm: vm.accel is kvm, but on this host {why}: its guests will not boot; "
+                                 "vm.accel: auto runs them under TCG emulation where KVM fails"]
+
+
 def test_the_kvm_layer_gives_the_guests_five_rounds_of_every_experiment(tmp_path):
     """config/kvm.yaml: where the guests run with KVM, every experiment of theirs gets five rounds (the
     claims measured in them are then decided); their other settings (paths, inputs) and every other

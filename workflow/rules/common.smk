@@ -39,6 +39,7 @@ from hpcvirt.config import (
     archived_campaign,
     check_campaign_testbeds,
     emulated_note,
+    kvm_note,
     load_study,
 )
 
@@ -93,7 +94,7 @@ if STUDY["skipped"]:
         + "\n  ".join(STUDY["skipped"]),
         file=sys.stderr,
     )
-for _line in emulated_note(STUDY):
+for _line in emulated_note(STUDY) + kvm_note(TESTBEDS):
     print(f"hpcvirt: {_line}", file=sys.stderr)
 CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)
