@@ -56,7 +56,7 @@ BAD_STUDY = [
     (lambda c: c["experiments"]["tcp"].update(seconds_per_size=0.5), ["seconds_per_size", "integer"]),
     (lambda c: c.update(repetitons=3), ["Additional properties", "repetitons", "allowed keys", "repetitions"]),
     (lambda c: c.update(testbeds=["Local!"]), ["testbeds[0]", "pattern"]),
-    (lambda c: c.update(testbeds=["nosuchtestbed"]), ["nosuchtestbed.yaml", "not found"]),
+    (lambda c: c.update(testbeds=["nosuchtestbed"]), ["nosuchtestbed.yaml", "not found; testbeds: bridge, bridge-10g,", "local, local-apptainer,"]),
     (lambda c: c.pop("experiments"), ["'experiments' is a required property"]),
     (lambda c: c["experiments"]["placement"].update(ranks_per_block=[4, 0]),
      ["experiments.placement.ranks_per_block[1]", "minimum"]),

@@ -303,6 +303,9 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def load_testbed(path: Path, schema: dict | None = None) -> dict:
+    if not path.is_file() and path.parent.is_dir():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ConfigError(f"{path}: file not found; testbeds: {', '.join(known)}")
     tb = _load_yaml(path)
     if not isinstance(tb, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
