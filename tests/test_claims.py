@@ -375,6 +375,9 @@ def test_a_new_campaign_is_compared_with_the_archive():
     assert f"The archive's host: {hosts[0]}; this campaign's: {hosts[1]}." in tex
     ratio = m.loc[m["what"] == "peak bandwidth", "ratio"].median()
     assert f"peak bandwidth {claims.fmt_g(ratio)} times" in tex
+    assert "differ in speed" in tex and "quick look" not in tex
+    quick = compare.tex(m, vn, va, old, CAMPAIGN, hosts=hosts, quick=True)
+    assert "This is a quick look: its reduced study" in quick and "differ in speed" not in quick
     # ... and that the claims' quantities, ratios on one machine, are what carries over
     n, same = compare.checks_agree(vn, va)
     assert n > 5 and 0 < same <= n and f"of the {n} checks both campaigns computed outside emulated guests, " \

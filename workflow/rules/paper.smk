@@ -127,6 +127,7 @@ rule claims:
         campaign=CAMPAIGN,
         archive=ARCHIVE,
         latency_bytes=STUDY["paper"]["latency_bytes"],
+        quick_look=STUDY["paper"]["quick_look"],
         figures=[f.name for f in PAPER_FIGURES],
     run:
         localjobs.script(f"{SCRIPTS}/claims.py", input, output, params, log)

@@ -52,7 +52,8 @@ with open(snakemake.log[0], "w") as log:
                                                                    snakemake.input.archive_hosts, archive)
         metrics = compare.compare(tidy, archived, int(snakemake.params.latency_bytes))
         hosts = (compare.host_line(snakemake.input.archive_hosts), compare.host_line(snakemake.input.hosts))
-        vs_archive = compare.tex(metrics, verdicts, archived_verdicts, campaign, archive, problems, hosts)
+        vs_archive = compare.tex(metrics, verdicts, archived_verdicts, campaign, archive, problems, hosts,
+                                 quick=bool(snakemake.params.quick_look))
     else:
         vs_archive = compare.tex(pd.DataFrame(), verdicts, verdicts, campaign, campaign)
     write_text(snakemake.output.verdicts, verdicts.to_csv(index=False))

@@ -95,10 +95,12 @@ def checks_agree(verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame) -> 
 
 
 def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.DataFrame, new: str,
-        archive: str, sentences: list[str] | None = None, hosts: tuple[str, str] = ("", "")) -> str:
+        archive: str, sentences: list[str] | None = None, hosts: tuple[str, str] = ("", ""),
+        quick: bool = False) -> str:
     """The section; empty when the campaign is the archive.  ``sentences``:
     the paper's sentences this campaign contradicts (hpcvirt.claims_tex.check_sentences); ``hosts``:
-    (the archive's, this campaign's) as :func:`host_line` names them."""
+    (the archive's, this campaign's) as :func:`host_line` names them; ``quick``: a quick look, whose
+    reduced study (smaller sizes and inputs, one round) differs from the archive's by design."""
     if new == archive:
         return "% The campaign is the archived one: nothing to compare.\n"
     where = (f" The archive's host: {hosts[0]}; this campaign's: {hosts[1]}." if all(hosts) and hosts[0] != hosts[1]
@@ -115,9 +117,11 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
         n_checks, same_checks = checks_agree(verdicts_new, verdicts_archive)
         out.append(f"Of {len(metrics)} headline metrics both campaigns measured, {agree} agree"
                    f"{f' ({single} compare two single rounds)' if single else ''}. This campaign's medians over the "
-                   f"archive's, the median per kind of metric: {shifts(metrics)}. Where most metrics of a kind move "
-                   "together, the two machines differ in speed, and absolute values do not carry over from one to "
-                   "the other."
+                   f"archive's, the median per kind of metric: {shifts(metrics)}. "
+                   + ("This is a quick look: its reduced study (smaller message sizes and inputs, one round) "
+                      "differs from the archive's by design, so its medians are no test of the archive's."
+                      if quick else "Where most metrics of a kind move together, the two machines differ in speed, "
+                      "and absolute values do not carry over from one to the other.")
                    + (" The claims' quantities compare configurations measured on one machine (ratios and "
                       f"differences): of the {n_checks} checks both campaigns computed outside emulated guests, "
                       f"{same_checks} have overlapping intervals." if n_checks else "") + "\n\n")
