@@ -559,8 +559,7 @@ def test_the_two_node_overlay_runs_what_the_two_node_cluster_offers():
 def test_guests_that_must_run_with_kvm_on_a_host_without_it_are_named_before_any_job(tmp_path):
     """vm.accel: kvm where QEMU cannot start a KVM vCPU: the plan says so (the guests' first boot would
     fail after the image is built); auto and tcg, or a host with KVM, say nothing."""
-    from hpcvirt.config import kvm_note
-    from hpcvirt.kvm import planned_accel
+    from hpcvirt.kvm import kvm_note, planned_accel
 
     _, kvm = load_study(_merged(), testbed_dir=_with_vm_accel(tmp_path / "a", "kvm"))
     _, auto = load_study(_merged(), testbed_dir=_with_vm_accel(tmp_path / "b", "auto"))

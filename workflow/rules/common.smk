@@ -23,6 +23,7 @@ if workflow.is_main_process:
 from hpcvirt import (
     claims,
     figures,
+    kvm,
     link,
     manifest,
     matrix,
@@ -39,7 +40,6 @@ from hpcvirt.config import (
     archived_campaign,
     check_campaign_testbeds,
     emulated_note,
-    kvm_note,
     load_study,
 )
 
@@ -94,7 +94,7 @@ if STUDY["skipped"]:
         + "\n  ".join(STUDY["skipped"]),
         file=sys.stderr,
     )
-for _line in emulated_note(STUDY) + kvm_note(TESTBEDS):
+for _line in emulated_note(STUDY) + kvm.kvm_note(TESTBEDS):
     print(f"hpcvirt: {_line}", file=sys.stderr)
 CONFIGURATIONS = matrix.configurations(STUDY)
 PRIORITIES = matrix.priorities(STUDY)

@@ -400,22 +400,6 @@ def emulated(testbeds: Mapping[str, dict]) -> dict[str, str]:
     return out
 
 
-def kvm_note(testbeds: Mapping[str, dict]) -> list[str]:
-    """A line per testbed whose guests must run with KVM (``vm.accel: kvm``) on a host where QEMU
-    cannot start a KVM vCPU: they would fail at their first boot, after the guest image is built."""
-    out = []
-    for name, tb in testbeds.items():
-        if KINDS[tb["kind"]].may_be_emulated and tb.get("vm", {}).get("accel") == "kvm":
-            if "auto" not in _PLANNED_ACCEL:
-                from .kvm import planned_accel
-                _PLANNED_ACCEL["auto"] = planned_accel("auto")
-            accel, why = _PLANNED_ACCEL["auto"]
-            if accel == "tcg":
-                out.append(f"{name}: vm.accel is kvm, but on this host {why}: its guests will not boot; "
-                           "vm.accel: auto runs them under TCG emulation where KVM fails")
-    return out
-
-
 def _differences(old, new, prefix: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         out = []

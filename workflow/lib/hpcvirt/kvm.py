@@ -83,6 +83,22 @@ def planned_accel(accel: str, timeout_s: float = 10) -> tuple[str, str]:
     return accel, why
 
 
+def kvm_note(testbeds: dict[str, dict]) -> list[str]:
+    """A line per testbed whose guests must run with KVM (``vm.accel: kvm``) on a host where QEMU
+    cannot start a KVM vCPU (:func:`planned_accel` of ``auto``): they would fail at their first boot,
+    after the guest image is built.  The study's plan prints it."""
+    from .kinds import KINDS
+
+    out = []
+    for name, tb in testbeds.items():
+        if KINDS[tb["kind"]].may_be_emulated and tb.get("vm", {}).get("accel") == "kvm":
+            accel, why = planned_accel("auto")
+            if accel == "tcg":
+                out.append(f"{name}: vm.accel is kvm, but on this host {why}: its guests will not boot; "
+                           "vm.accel: auto runs them under TCG emulation where KVM fails")
+    return out
+
+
 def _ask_kvm(timeout_s: float) -> tuple[str, str]:
     """QEMU asked for one KVM vCPU (:func:`planned_accel`)."""
     argv = [QEMU, "-accel", "kvm", "-cpu", "host", "-machine", "q35", "-smp", "1", "-m", "64",
