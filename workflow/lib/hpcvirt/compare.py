@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import stats
+from . import provenance, stats
 from .analysis import normalize_units
 from .labels import fmt_ci, fmt_g, latex_escape, unit_tex
 
@@ -58,13 +58,16 @@ def compare(new: pd.DataFrame, archive: pd.DataFrame, latency_bytes: int = 8, le
 
 def host_line(records) -> str:
     """The host of a campaign's first testbed record (``provenance.json``) as the comparison names it:
-    CPU model and count, caches, memory, kernel; empty without records."""
+    CPU model and count, the L2 and L3 of one instance (:func:`hpcvirt.provenance.cache_sizes`), memory,
+    kernel; empty without records."""
     host = next((json.loads(Path(p).read_text()).get("host") or {} for p in records), {})
     cpu = host.get("cpu") or {}
     ls = cpu.get("lscpu") or {}
+    caches = provenance.cache_sizes(host)
     mem = re.search(r"memory=(\d+)", cpu.get("hwloc_synthetic") or "")
     parts = [cpu.get("model") or "", f"{ls['CPU(s)']} CPUs" if ls.get("CPU(s)") else "",
-             *(f"{k} {ls[k + ' cache'].split(' (')[0]}" for k in ("L2", "L3") if ls.get(k + " cache")),
+             *(f"{k} {caches[k] / 2**20:g} MiB" if caches[k] >= 2**20 else f"{k} {caches[k] // 1024} KiB"
+               for k in ("L2", "L3") if k in caches),
              f"{int(mem.group(1)) / 2**30:.1f} GiB" if mem else "",
              f"kernel {(host.get('kernel') or {}).get('release')}" if (host.get("kernel") or {}).get("release") else ""]
     return latex_escape(", ".join(p for p in parts if p))
