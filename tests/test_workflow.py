@@ -661,15 +661,18 @@ def report_figure_widths(browser: str, report: Path, names: list[str], width: in
 
 
 def test_slurm_dry_run_shows_site_resources():
-    """`snakemake -n` with the Slurm profile shows what a real cluster's sbatch would receive."""
+    """`snakemake -n` with the Slurm profile shows what a real cluster's sbatch would receive: a bare-metal
+    site and a VM cluster (example-cloud) in one campaign, each its own allocation with its own partition."""
     res = snakemake(
         "-n", "--workflow-profile", "workflow/profiles/slurm",
-        "--config", "campaign=site-dry", "testbeds=[example-site]", "repetitions=1",
+        "--config", "campaign=site-dry", "testbeds=[example-site,example-cloud]", "repetitions=1",
     )
-    assert "Group job example-site.n2" in res.stdout
+    assert "Group job example-site.n2" in res.stdout and "Group job example-cloud.n2" in res.stdout
+    per_site = [ln for ln in res.stdout.splitlines() if "slurm_partition=compute" in ln and "benchmark=1" in ln]
+    per_cloud = [ln for ln in res.stdout.splitlines() if "slurm_partition=cloud" in ln and "benchmark=1" in ln]
+    assert len(per_site) == len(per_cloud) > 20 and "constraint=vm" in per_cloud[0]
     # the measurements' resources (other jobs only show the profile's defaults)
-    lines = [ln for ln in res.stdout.splitlines() if "slurm_partition=" in ln and "benchmark=1" in ln]
-    assert lines, res.stdout
+    lines = per_site
     # 4 tasks per node: the placement experiment's intra-node run puts all 4 ranks on one node
     assert "advect" in res.stdout
     for needle in ("slurm_partition=compute", "slurm_account=myproject", "nodes=2", "tasks_per_node=4",

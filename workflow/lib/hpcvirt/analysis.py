@@ -167,7 +167,8 @@ def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, laten
 
 def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
     """The pairs the paper reports (the headline point-to-point benchmarks: NetPIPE and qperf): every
-    virtualized testbed against the native one on the same benchmark, MPI and path kind; on each testbed,
+    virtualized testbed against the native one on the same benchmark, MPI and path (a VM cluster's path
+    between nodes against a bare-metal cluster's; without one, this host's TCP loopback); on each testbed,
     TCP loopback against shared memory per MPI; MPI over TCP against raw TCP."""
     out = []
     tidy = tidy[tidy["benchmark"].isin(list(REGISTRY.point_to_point_rows(headline=True)))]
@@ -183,8 +184,9 @@ def comparisons(tidy: pd.DataFrame) -> list[tuple[str, dict, dict]]:
                     out.append(("tcp-vs-shm", sel, ref))
             continue
         base = native[(native.benchmark == c.benchmark) & (native.mpi == c.mpi)]
-        kind = "shm" if c.interconnect == "shm" else "tcp-loopback"
-        base = base[base.interconnect == kind]
+        same = base[base.interconnect == c.interconnect]   # e.g. a bare-metal cluster's path between its nodes
+        kind = "shm" if c.interconnect == "shm" else "tcp-loopback"   # else this host's, without a network
+        base = same if len(same) else base[base.interconnect == kind]
         if len(base):
             b = base.iloc[0]
             out.append(("virt-vs-native", sel, dict(testbed=b.testbed, virtualization=b.virtualization,

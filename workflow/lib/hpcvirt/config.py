@@ -98,7 +98,8 @@ def _explain(error: jsonschema.ValidationError) -> str:
     if v == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         return f"{error.message}; allowed keys: {allowed}"
-    return error.message
+    why = s.get("description") if isinstance(s, dict) and v in ("not", "required") else ""
+    return (f"{error.instance!r} is not allowed here" if v == "not" else error.message) + (f" ({why})" if why else "")
 
 
 def validate(data: Any, schema: Mapping, path: Path | str) -> None:

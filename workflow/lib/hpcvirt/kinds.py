@@ -65,6 +65,19 @@ class Native(Kind):
         return "none"
 
 
+class VmCluster(Native):
+    """Hosts that are virtual machines a site or a cloud provides (a VM cluster, cloud instances): the
+    project neither boots nor configures them, so ranks start as on bare metal, through the testbed's
+    launcher.  The testbed file names the hypervisor under them (``hypervisor``); its rows are labelled
+    ``vm-<hypervisor>``, so that the analysis sets them against a bare-metal testbed of the same campaign
+    (its paths of the same name: between nodes, between the nodes of the bare-metal cluster)."""
+
+    name = "vm-cluster"
+
+    def _virtualization(self) -> str:
+        return f"vm-{self.tb['hypervisor']}"
+
+
 class TwoHost(Kind):
     """Hosts of the project's own (namespaces or guests) on a link it sets up."""
 
@@ -95,7 +108,7 @@ class Qemu(TwoHost):
         return f"qemu-{getattr(self.bed, 'accel', 'unknown')}"
 
 
-KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, NetnsBridge, Qemu)}
+KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, VmCluster, NetnsBridge, Qemu)}
 
 
 def guest_accel(virtualization) -> str:

@@ -29,7 +29,8 @@ def mpi_label(mpi: str, benchmark: str | None = None) -> str:
         return f"{RAW_TCP} ({benchmark})"
     return MPI_LABEL.get(mpi, mpi)
 #: Data paths by the tidy column ``interconnect``.
-PATH_LABEL = {"shm": "shared memory", "tcp-loopback": "TCP loopback", "tcp": "TCP"}
+PATH_LABEL = {"shm": "shared memory", "tcp-loopback": "TCP loopback", "tcp": "TCP",
+              "shm+net": "shared memory and network"}
 #: The same paths as part of a macro name (``tcp`` is the network).
 PATH_KEY = {"shm": "Shm", "tcp-loopback": "Tcp", "tcp": "Net"}
 #: Container runtimes by the suffix of the virtualization label

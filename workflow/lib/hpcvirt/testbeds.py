@@ -1,7 +1,7 @@
 """Testbed kinds: how a benchmark's job becomes the exact command of one
 measurement on a testbed.
 
-A kind (``native``, ``netns-bridge``, ``qemu``) is a class with one way to
+A kind (:data:`hpcvirt.kinds.KINDS`) is a class with one way to
 name its hosts, one exec prefix (run a command on host *i*) and one way to
 build a launch; a container runtime (:mod:`hpcvirt.runtime`) wraps the ranks
 of a native testbed.  Every MPI flag, launcher option and environment
@@ -206,6 +206,10 @@ class Native(Kind, kinds.Native):
                       ranks_per_node=self.server_shape[2], mpi="none", interconnect="tcp-loopback")
 
 
+class VmCluster(Native, kinds.VmCluster):
+    """Ranks on a provider's virtual machines, started as on bare metal (:class:`Native`)."""
+
+
 class _TwoHostKind(Kind, kinds.TwoHost):
     """Hosts that are namespaces or guests of the project's own: the launcher
     runs in the first host, the server of client/server jobs in the second."""
@@ -278,7 +282,7 @@ class QemuKind(_TwoHostKind, kinds.Qemu):
         return self._bed().argv(i, f"cd {GUEST_ROOT} && {shlex.join(cmd)}")
 
 
-KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, NetnsBridgeKind, QemuKind)}
+KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, VmCluster, NetnsBridgeKind, QemuKind)}
 assert set(KINDS) == set(kinds.KINDS), "every kind launches"
 
 

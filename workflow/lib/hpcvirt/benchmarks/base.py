@@ -7,6 +7,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
+from ..kinds import KINDS as _KINDS
+
 REQUIRED = object()
 
 
@@ -106,10 +108,10 @@ def Mpis(doc="MPI libraries; each runs on the testbeds that offer the benchmark 
     return Choices(MPIS, doc, default, sweep="mpi", offered_by="mpi")
 
 
-#: The testbed kinds (hpcvirt.testbeds), for per-kind settings.
-KINDS = ("native", "netns-bridge", "qemu")
-BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one kind (`native`, `netns-bridge`, "
-               "`qemu`), e.g. a smaller class, fewer configurations or fewer `repetitions` in guests, which run "
+#: The testbed kinds (hpcvirt.kinds), for per-kind settings.
+KINDS = tuple(_KINDS)
+BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one kind ("
+               + ", ".join(f"`{k}`" for k in KINDS) + "), e.g. a smaller class, fewer configurations or fewer `repetitions` in guests, which run "
                "slower (far slower under TCG emulation); the raw-output path and every row record the settings a "
                "run used, and every summary row its n.")
 BY_TESTBED_DOC = ("Settings that replace the experiment's own, and its `by_kind` ones, on one testbed (a name of a "

@@ -1,0 +1,92 @@
+"""A VM cluster (kind vm-cluster: a cloud's or a site's virtual machines, launched as on bare metal) beside a
+bare-metal Slurm site: its testbed file, its rows' label, and the paper's comparison of the two."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from hpcvirt.analysis import comparisons
+from hpcvirt.config import ConfigError, load_schema, load_study, load_testbed
+from hpcvirt.tables import overheads_tex
+from hpcvirt.testbeds import kind, launch
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTBEDS = ROOT / "config/testbeds"
+
+
+def _site_and_cloud():
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg.update(campaign="site-vs-cloud", testbeds=["example-site", "example-cloud"])
+    return load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=TESTBEDS)
+
+
+def test_the_example_vm_cluster_launches_as_the_site_does_and_labels_its_rows_with_its_hypervisor():
+    from hpcvirt.matrix import configurations
+
+    study, tbs = _site_and_cloud()
+    cloud, site = tbs["example-cloud"], tbs["example-site"]
+    assert cloud["kind"] == "vm-cluster" and kind(cloud).virtualization() == "vm-kvm"
+    assert kind(site).virtualization() == "none"
+    runs = {tb: {(c.benchmark, c.params): c for c in configurations(study) if c.testbed == tb} for tb in tbs}
+    # the same study on both (no by_kind settings of its own), the same srun words but the interface
+    assert runs["example-cloud"].keys() == runs["example-site"].keys() and len(runs["example-site"]) > 20
+    key = next(k for k in runs["example-cloud"] if k[0] == "netpipe" and runs["example-cloud"][k].settings.get("path") == "net")
+    a, b = launch(runs["example-cloud"][key], cloud), launch(runs["example-site"][key], site)
+    assert a.argv[:2] == ["srun", "--mpi=pmix"] and a.interconnect == b.interconnect == "tcp"
+    assert "OMPI_MCA_btl_tcp_if_include=ens5" in a.argv
+    assert [w.replace("ens5", "eth0") for w in a.argv] == b.argv
+
+
+def test_a_hypervisor_is_required_on_a_vm_cluster_and_refused_elsewhere(tmp_path):
+    schema = load_schema("testbed.schema.yaml")
+    for name in ("example-site", "example-cloud"):
+        shutil.copy(TESTBEDS / f"{name}.yaml", tmp_path)
+    cloud = tmp_path / "example-cloud.yaml"
+    cloud.write_text(cloud.read_text().replace("\nhypervisor: kvm", "\n"))
+    with pytest.raises(ConfigError, match=r"example-cloud.yaml: \(top level\): 'hypervisor' is a required property "
+                                          r"\(a testbed of kind vm-cluster names its hypervisor\)"):
+        load_testbed(cloud, schema)
+    site = tmp_path / "example-site.yaml"
+    site.write_text(site.read_text().replace("\nkind: native\n", "\nkind: native\nhypervisor: kvm\n"))
+    with pytest.raises(ConfigError, match=r"example-site.yaml: hypervisor: 'kvm' is not allowed here "
+                                          r"\(a key of kind vm-cluster only\)"):
+        load_testbed(site, schema)
+    cloud.write_text(cloud.read_text().replace("\nkind: vm-cluster\n", "\nkind: vm-cluster\nhypervisor: KVM;x\n"))
+    with pytest.raises(ConfigError, match=r"hypervisor: 'KVM;x' does not match the allowed pattern"):
+        load_testbed(cloud, schema)
+
+
+def _tidy_site_and_cloud() -> pd.DataFrame:
+    """NetPIPE rows of the archive's bare host, given to a bare-metal site (between its nodes, and its
+    loopback) and to a VM cluster (between its nodes, 10 us slower, on another machine)."""
+    study = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=TESTBEDS)[0]
+    tidy = pd.read_csv(ROOT / "data/results" / study["campaign"] / "local/tidy.csv")
+    base = tidy[(tidy["benchmark"] == "netpipe") & (tidy["mpi"] == "openmpi")
+                & (tidy["interconnect"] == "tcp-loopback")]
+    assert base["rep"].nunique() >= 3
+    loop = base.assign(testbed="example-site")
+    site = base.assign(testbed="example-site", interconnect="tcp")
+    cloud = base.assign(testbed="example-cloud", kind="vm-cluster", virtualization="vm-kvm", interconnect="tcp",
+                        host="0123456789abcdef")
+    cloud.loc[cloud["metric"] == "latency", "value"] += 10.0
+    return pd.concat([loop, site, cloud], ignore_index=True)
+
+
+def test_the_vm_cluster_is_compared_with_the_sites_path_between_nodes_and_marked_as_another_machine():
+    tidy = _tidy_site_and_cloud()
+    pairs = [(s, r) for k, s, r in comparisons(tidy) if k == "virt-vs-native"]
+    assert [(s["testbed"], s["interconnect"], r["testbed"], r["interconnect"]) for s, r in pairs] == \
+        [("example-cloud", "tcp", "example-site", "tcp")]
+    table = overheads_tex(tidy, latency_bytes=8)
+    row = next(line for line in table.splitlines() if line.startswith("example-cloud (vm-kvm)"))
+    assert row.startswith("example-cloud (vm-kvm): Open MPI, TCP & example-site: Open MPI, TCP & 10.0")
+    assert row.endswith("$^\\dagger$ \\\\")
+    assert "on different machines, rounds paired by index, not back to back" in table
+    # one machine (the archive's testbeds): no mark
+    same = tidy.assign(host=tidy["host"].iloc[0])
+    assert "dagger" not in overheads_tex(same, latency_bytes=8)
