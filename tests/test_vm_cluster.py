@@ -90,3 +90,20 @@ def test_the_vm_cluster_is_compared_with_the_sites_path_between_nodes_and_marked
     # one machine (the archive's testbeds): no mark
     same = tidy.assign(host=tidy["host"].iloc[0])
     assert "dagger" not in overheads_tex(same, latency_bytes=8)
+
+
+def test_npb_on_the_vm_cluster_is_timed_against_the_sites_same_path_one_path_at_a_time():
+    from hpcvirt.benchmarks.npb import npb_ratios
+
+    study = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=TESTBEDS)[0]
+    tidy = pd.read_csv(ROOT / "data/results" / study["campaign"] / "local/tidy.csv")
+    cg = tidy[(tidy["benchmark"] == "npb-cg") & (tidy["ranks"] == 4)]
+    site_shm = cg.assign(testbed="example-site")
+    site_net = cg.assign(testbed="example-site", interconnect="tcp")
+    site_net.loc[site_net["metric"] == "mops_total", "value"] /= 2          # between nodes: half the rate
+    cloud = site_net.assign(testbed="example-cloud", kind="vm-cluster", virtualization="vm-kvm")
+    cloud.loc[cloud["metric"] == "mops_total", "value"] /= 1.25              # and the VMs 1.25 times slower
+    r = npb_ratios(pd.concat([site_shm, site_net, cloud], ignore_index=True))
+    got = {(x.testbed, x.interconnect, x.reference): round(x.ratio, 6) for x in r.itertuples()}
+    assert got == {("example-cloud", "tcp", "example-site"): 1.25, ("example-site", "shm", "example-site"): 1.0,
+                   ("example-site", "tcp", "example-site"): 1.0}

@@ -228,7 +228,9 @@ def npb_ratios(tidy: pd.DataFrame, metric: str = "time") -> pd.DataFrame:
         tb, virt, ic, bench, klass, mpi, ranks = key
         ref = native[(native["benchmark"] == bench) & (native["variant"] == klass) & (native["mpi"] == mpi)
                      & (native["ranks"] == ranks)]
-        for rtb, r in ref.groupby("testbed", sort=True):
+        if (ref["interconnect"] == ic).any():   # the same path of a native testbed (a bare-metal cluster's)
+            ref = ref[ref["interconnect"] == ic]
+        for (rtb, _), r in ref.groupby(["testbed", "interconnect"], sort=True):
             a, b = s.set_index("rep")["value"], r.set_index("rep")["value"]
             both = a.index.intersection(b.index)
             if len(both):
@@ -268,7 +270,7 @@ def npb_tex(summary, tidy) -> str:
         if not ratios.empty:
             m = ratios[(ratios["testbed"] == r["testbed"]) & (ratios["kernel"] == r["kernel"])
                        & (ratios["klass"] == r["klass"]) & (ratios["mpi"] == r["mpi"]) & (ratios["ranks"] == r["ranks"])
-                       & (ratios["reference"] != r["testbed"])]
+                       & (ratios["interconnect"] == r["interconnect"]) & (ratios["reference"] != r["testbed"])]
             if len(m):
                 o = m.iloc[0]
                 ratio = f"{fmt_ci(o['ratio'], o['ratio_lo'], o['ratio_hi'], o['n'])} vs {latex_escape(o['reference'])}"
