@@ -608,18 +608,32 @@ def test_the_jobs_after_the_measurements_go_where_the_sites_measurements_went():
 
 def test_the_dry_run_says_how_long_a_sites_measurements_ask_for_in_all():
     from hpcvirt.matrix import all_raw_paths
-    from hpcvirt.slurm import allocation_note
+    from hpcvirt.slurm import absent_paths, allocation_note
 
     study, testbeds = load_study(_merged() | {"campaign": "site", "testbeds": ["example-site"]},
                                  testbed_dir=ROOT / "config/testbeds")
     missing = all_raw_paths(study)
     note = allocation_note(testbeds, missing)
     hours = len(missing) * testbeds["example-site"]["slurm"]["runtime_min"] / 60
-    assert note == [f"example-site: {len(missing)} measurements under Slurm, 10 min each (slurm.runtime_min), "
-                    f"{hours:.1f} h in all; group-components example-site.n2=K puts K of them in one allocation of "
-                    "-t K x 10 min (choose K for the partition's time limit; without an entry each is an "
-                    "allocation of its own)"]
+    assert note[0] == (f"example-site: {len(missing)} measurements under Slurm, 10 min each (slurm.runtime_min), "
+                       f"{hours:.1f} h in all; group-components example-site.n2=K puts K of them in one allocation "
+                       "of -t K x 10 min (choose K for the partition's time limit; without an entry each is an "
+                       "allocation of its own)")
+    # the example's placeholder prefixes are not on this machine: named before anything waits in a queue
+    assert note[1].startswith("example-site: 12 absolute paths of its testbed file are not on this machine: "
+                              "mpi.openmpi.osu.binary /opt/spack/openmpi-ucx/osu-micro-benchmarks-7.4/") and \
+        note[1].endswith("; and 9 more (replace the placeholders; a measurement whose binary the nodes lack fails "
+                         "there, after its wait in the queue)") and len(note) == 2
     assert allocation_note(testbeds, missing[:0]) == []          # nothing to measure: nothing to say
+    # a path this machine has is not named; one of the environment is
+    tb = testbeds["example-site"]
+    tb["mpi"]["openmpi"]["osu"]["binary"] = str(ROOT)
+    assert "mpi.openmpi.osu.binary" not in allocation_note(testbeds, missing)[1]
+    assert absent_paths(tb)[-1] == "mpi.mpich.imb.binary /opt/spack/mpich/intel-mpi-benchmarks-2021.3/bin/IMB-MPI1"
+    assert "mpi.openmpi.qe.env.HPCVIRT_QE_PW /opt/spack/openmpi-ucx/quantum-espresso-6.7/bin/pw.x" in absent_paths(tb)
+    local = load_study(_merged() | {"campaign": "x", "testbeds": ["local-slurm"], "skip_unoffered": True},
+                       testbed_dir=ROOT / "config/testbeds")
+    assert absent_paths(local[1]["local-slurm"]) == []     # its suites are the workflow's builds, below the clone
 
 
 def _bomb(levels: int = 9) -> str:

@@ -388,3 +388,28 @@ def test_a_guest_that_never_boots_fails_its_round_and_the_others_continue(tmp_pa
     assert (work / f"data/results/{campaign}/local/tidy.csv").exists()
     assert not list((raw / "vm").rglob("rep-*.out")) if (raw / "vm").exists() else True
     assert _system_state() == before
+
+
+def test_forcing_a_finished_measurement_is_refused_before_snakemake_deletes_it(tmp_path):
+    """protected() outputs are read-only, but Snakemake takes no file for protected when it runs as root
+    (the testbeds need root): --forcerun, -f or --forceall of a raw output the campaign has would delete
+    it and measure it again.  The run stops before any job, the file untouched; forcing a later step runs."""
+    from hpcvirt.rawfiles import replaced_records
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    study = yaml.safe_load((repo / "config/config.yaml").read_text())
+    raw = sorted((repo / "data/raw" / study["campaign"] / "local/netpipe").glob("*/rep-1.out"))[0]
+    rel, before = str(raw.relative_to(repo)), hashlib.sha256(raw.read_bytes()).hexdigest()
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", HPCVIRT_ROOT=str(repo),
+               PYTHONPATH=str(repo / "workflow/lib"))
+    for force in (["--forcerun", rel], ["-f"], ["--forceall"]):
+        cp = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--workflow-profile",
+                             "workflow/profiles/default", *force, "--", rel], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=300)
+        assert cp.returncode != 0 and f"this run would delete 1 raw output the campaign has and measure it again " \
+            f"({rel}): raw outputs are records" in cp.stderr, (force, cp.stderr[-2000:])
+        assert "rule measure" not in cp.stdout + cp.stderr and raw.exists()
+        assert hashlib.sha256(raw.read_bytes()).hexdigest() == before
+    assert replaced_records([rel, rel + ".missing", "paper/main.pdf"]) is not None
+    assert replaced_records(["data/raw/none/x/rep-1.out", "paper/main.pdf"]) is None

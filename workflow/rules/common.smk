@@ -29,6 +29,7 @@ from hpcvirt import (
     matrix,
     paths,
     progress,
+    rawfiles,
     redraw,
     slurm,
     views,
@@ -450,6 +451,12 @@ def study_figure_pdf(name):
 # The project's profiles leave the code trigger out; Snakemake finds them only
 # when named (the Snakefile is at the top, the profiles in workflow/profiles).
 onstart:
+    # --forceall, --forcerun/-R of a measurement, -f of a raw output: refused before any job runs
+    _replaced = rawfiles.replaced_records(
+        f for job in workflow.dag.needrun_jobs() for f in job.output
+    )
+    if _replaced:
+        raise WorkflowError(_replaced)
     if "CODE" in {t.name for t in workflow.rerun_triggers}:
         raise WorkflowError(
             "hpcvirt: run the workflow through make, or name a profile: snakemake "

@@ -122,6 +122,35 @@ def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
                    f"{n * minutes / 60:.1f} h in all; group-components {grp}=K puts K of them in one allocation "
                    f"of -t K x {minutes} min (choose K for the partition's time limit; without an entry each is "
                    "an allocation of its own)")
+        absent = absent_paths(tb)
+        if absent:
+            out.append(f"{name}: {len(absent)} absolute path{'s' if len(absent) > 1 else ''} of its testbed file "
+                       f"{'are' if len(absent) > 1 else 'is'} not on this machine: " + "; ".join(absent[:3])
+                       + (f"; and {len(absent) - 3} more" if len(absent) > 3 else "")
+                       + " (replace the placeholders; a measurement whose binary the nodes lack fails there, "
+                       "after its wait in the queue)")
+    return out
+
+
+def absent_paths(tb: dict) -> list[str]:
+    """The absolute paths a Slurm testbed's file names (binaries, their inputs, environment values) that
+    this machine lacks, as ``<key> <path>``: a login node that shares the nodes' file systems sees them,
+    so each is a placeholder left or a typo.  None for a testbed whose ranks run in an image (its paths
+    are the image's)."""
+    out: list[str] = []
+
+    def walk(value, key: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and value.startswith("/") and not Path(value).exists():
+            out.append(f"{key} {value}")
+
+    if tb.get("executor") == "slurm" and tb.get("runtime", {}).get("kind", "none") == "none":
+        walk({k: v for k, v in tb.items() if k != "description"}, "")
     return out
 
 
