@@ -30,12 +30,16 @@ help:
 	@echo "make containers measure a new container-vs-bare-host campaign (bare host, Charliecloud, Apptainer) and build the paper with it"
 	@echo "make datapaths  measure a new data-path campaign (bridge, direct path, VXLAN tunnel, 1 Gbit/s links; OpenFOAM for Richter et al.'s Table 1) and build the paper with it"
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
-	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive (no measuring; FROM=<campaign>: from that campaign)"
+	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive, measuring nothing (FIGURE=bogus lists the names;"
+	@echo "                FROM=<campaign>: from that campaign's data/results/, e.g. your make's)"
+	@echo "make paper-from-archive  rebuild paper/main.pdf from the committed archive (about 10 s), measuring nothing"
 	@echo "make dry-run    show the jobs of the full study without running them"
 	@echo "  TESTBEDS=...  (make, make quick, make dry-run) only these testbeds, e.g. TESTBEDS=local; the rest is listed as skipped"
-	@echo "make archive    re-measure the archived campaign named in config/config.yaml"
+	@echo "make archive    measure what the archived campaign (config/config.yaml: campaign) lacks of the study, then its paper"
 	@echo "make report     an HTML report (report/hpcvirt.html) of the archived campaign: figures, tables, paper"
 	@echo "make bundle     one file (dist/hpcvirt-<commit>.tar) that rebuilds the paper offline: make paper-from-archive"
+	@echo "make lint       snakemake --lint and snakefmt --check;  make clean  remove the built paper, figures and logs"
+	@echo "make deps       the Debian packages and the pinned venv (every target installs what it needs first)"
 
 deps:
 	@workflow/scripts/install-deps.sh base
@@ -102,14 +106,14 @@ bundle: deps
 	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.bundle $(BUNDLE)
 
 paper-from-archive: deps
-	snakemake $(PROFILE) paper/main.pdf
+	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/main.pdf
 	@echo "hpcvirt: paper/main.pdf rebuilt from the archived campaign"
 
 # The HTML report of the archived campaign (or REPORT_CAMPAIGN=<campaign>).
 REPORT_CAMPAIGN ?=
 REPORT_CONFIG := $(if $(REPORT_CAMPAIGN),--config campaign=$(REPORT_CAMPAIGN))
 report: deps
-	snakemake $(PROFILE) paper/main.pdf $(REPORT_CONFIG)
+	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/main.pdf $(REPORT_CONFIG)
 	@mkdir -p report
 	snakemake $(PROFILE) --report report/hpcvirt.html $(REPORT_CONFIG)
 	@echo "hpcvirt: report/hpcvirt.html"
@@ -126,10 +130,14 @@ test:
 	@workflow/scripts/install-deps.sh $(subst apptainer,apptainer-deps,$(FEATURES))
 	workflow/scripts/test.sh
 
-# FROM=<campaign>: the figure of another campaign (a user's `make`) instead of the archive's
+# FROM=<campaign>: the figure of another campaign (a user's `make`) instead of the archive's (for
+# FIGURE=containers: a container campaign).  Measures nothing (HPCVIRT_NO_MEASURE: refused at start).
 FROM ?=
+FROM_CONFIG = $(if $(filter containers,$(FIGURE)),--config 'paper={"containers_campaign": "$(FROM)"}',--config campaign=$(FROM) 'paper={"datapaths_campaign": "$(FROM)"}')
 figure: deps
-	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(FROM)),--config campaign=$(FROM) 'paper={"datapaths_campaign": "$(FROM)"}')
+	@PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures $(FIGURE) $(FROM)
+	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(FROM)),$(FROM_CONFIG))
+	@echo "hpcvirt: paper/figures/$(FIGURE).pdf"
 
 dry-run: deps-study
 	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN) 'paper={"datapaths_campaign": "$(CAMPAIGN)"}' $(SUBSET)

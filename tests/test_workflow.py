@@ -534,6 +534,29 @@ def test_figure_from_the_archive_measures_nothing(checkout, figure):
     assert "measure" not in res.stdout.split("Job stats:")[1]
 
 
+def test_make_figure_names_what_it_cannot_redraw_and_never_measures(tmp_path):
+    """`make figure` measures nothing: an unknown name lists the figures, a campaign without results lists
+    the campaigns that have them, and a campaign that lacks measurements of the study (an older one) is
+    refused before any job (HPCVIRT_NO_MEASURE), instead of measuring them."""
+    from hpcvirt.config import archived_campaign
+    from hpcvirt.figures import check_target
+
+    archive = archived_campaign()
+    assert check_target("pingpong") is None and check_target("study-richter2015-table1-time") is None
+    assert check_target("bogus").startswith("FIGURE=bogus: no such figure; the figures are pingpong, datapaths,")
+    why = check_target("pingpong", "local-nonexistent")
+    assert why.startswith("FROM=local-nonexistent: no data/results/local-nonexistent/summary.csv to redraw from")
+    assert archive in why.split("the campaigns with one: ")[1].split(", ")
+    assert "container_ratios.csv" in check_target("containers", archive)
+    work = fresh_copy(tmp_path / "repo")
+    older = sorted(p.parent.name for p in (work / "data/results").glob("local-*/summary.csv"))[0]
+    res = snakemake(*PROFILE, "paper/figures/pingpong.pdf", "--config", f"campaign={older}",
+                    cwd=work, check=False, env={**ENV, "HPCVIRT_NO_MEASURE": "1"})
+    assert res.returncode != 0 and f"this command redraws from campaign {older}'s results and measures nothing, " \
+        "but the campaign lacks" in res.stderr, res.stderr[-3000:]
+    assert not list((work / "logs").glob("measure*")) and "rule measure" not in res.stdout
+
+
 def test_changed_library_code_derives_the_numbers_again_and_measures_nothing(tmp_path):
     """The profiles leave Snakemake's code trigger out (it would measure again), and that trigger sees only a
     rule's own lines anyway: the rules that derive from the tidy rows declare a digest of the library and the

@@ -457,6 +457,14 @@ onstart:
     )
     if _replaced:
         raise WorkflowError(_replaced)
+    # make figure, report, paper-from-archive: redraw from a campaign's results, never measure
+    _measuring = [j for j in workflow.dag.needrun_jobs() if j.rule.name.startswith("measure")]
+    if _measuring and os.environ.get("HPCVIRT_NO_MEASURE"):
+        raise WorkflowError(
+            f"hpcvirt: this command redraws from campaign {CAMPAIGN}'s results and measures nothing, "
+            f"but the campaign lacks {len(_measuring)} measurement jobs of this study: name a campaign "
+            "that has them (its study: --configfile ...), or measure with make"
+        )
     if "CODE" in {t.name for t in workflow.rerun_triggers}:
         raise WorkflowError(
             "hpcvirt: run the workflow through make, or name a profile: snakemake "

@@ -9,6 +9,7 @@ paper includes the parts that show it only then
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -135,3 +136,26 @@ def report_labels(fig: Figure, tables, campaign: str, kinds: dict[str, str] | No
         "virtualization": ", ".join(virts),
         "guests": ", ".join(accels) or "none",
     }
+
+
+def check_target(name: str, source: str = "") -> str | None:
+    """Why ``make figure FIGURE=<name> FROM=<source>`` cannot redraw (None: it can): a name that is no
+    figure (the names listed), or a campaign without the results it draws from (the campaigns listed)."""
+    from . import redraw
+
+    names = [f.name for f in load()] + redraw.pdf_names(paths.root() / "data/reference")
+    if name not in names:
+        return f"FIGURE={name}: no such figure; the figures are {', '.join(names)}"
+    table = next((f"{f.reads}.csv" for f in load() if f.name == name and f.campaign == "containers"), "summary.csv")
+    results = paths.root() / "data/results"
+    if source and not (results / source / table).is_file():
+        have = sorted(p.parent.name for p in results.glob(f"*/{table}"))
+        return (f"FROM={source}: no data/results/{source}/{table} to redraw from (make figure measures nothing); "
+                f"the campaigns with one: {', '.join(have)}")
+    return None
+
+
+if __name__ == "__main__":
+    problem = check_target(*sys.argv[1:3])
+    if problem:
+        sys.exit(f"hpcvirt: {problem}")
