@@ -20,7 +20,7 @@ SUBSET := $(if $(strip $(TESTBEDS)),testbeds=[$(subst $(space),$(comma),$(strip 
 # What the default study (config/config.yaml: local, bridge, vm) needs.
 STUDY_FEATURES ?= base vm
 
-.PHONY: all paper quick containers datapaths bundle paper-from-archive report deps deps-study deps-all test figure dry-run lint archive image clean help
+.PHONY: all paper quick containers datapaths bundle paper-from-archive report deps deps-study deps-all test figure remeasure dry-run lint archive image clean help
 
 all: paper
 
@@ -32,6 +32,7 @@ help:
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
 	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive, measuring nothing (FIGURE=bogus lists the names;"
 	@echo "                FROM=<campaign>: from that campaign's data/results/, e.g. your make's)"
+	@echo "make remeasure  FIGURE=<name>: measure only what that figure draws into a new campaign, then draw it (pingpong: 20 measurements)"
 	@echo "make paper-from-archive  rebuild paper/main.pdf from the committed archive (about 10 s), measuring nothing"
 	@echo "make dry-run    show the jobs of the full study without running them"
 	@echo "  TESTBEDS=...  (make, make quick, make dry-run) only these testbeds, e.g. TESTBEDS=local; the rest is listed as skipped"
@@ -138,6 +139,17 @@ figure: deps
 	@PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures $(FIGURE) $(FROM)
 	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(FROM)),$(FROM_CONFIG))
 	@echo "hpcvirt: paper/figures/$(FIGURE).pdf"
+
+# Only what one figure draws (workflow/figures.yaml: draws), measured into a new campaign: a study layer
+# (python -m hpcvirt.figures --remeasure) with only those experiments and testbeds, then the figure.
+REMEASURE_CAMPAIGN ?= $(FIGURE)-$(shell date -u +%Y%m%dT%H%M%SZ)
+remeasure: deps-study
+	@PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures $(FIGURE)
+	@mkdir -p .hpcvirt && PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures --remeasure $(FIGURE) > .hpcvirt/remeasure-$(FIGURE).yaml
+	@echo "hpcvirt: measuring what figure $(FIGURE) draws into campaign $(REMEASURE_CAMPAIGN) (the study layer: .hpcvirt/remeasure-$(FIGURE).yaml)"
+	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --configfile .hpcvirt/remeasure-$(FIGURE).yaml --jobs 2
+	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf --configfile .hpcvirt/remeasure-$(FIGURE).yaml --config campaign=$(REMEASURE_CAMPAIGN)
+	@echo "hpcvirt: paper/figures/$(FIGURE).pdf drawn from the new campaign $(REMEASURE_CAMPAIGN) (make figure FIGURE=$(FIGURE) FROM=$(REMEASURE_CAMPAIGN) draws it again)"
 
 dry-run: deps-study
 	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN) 'paper={"datapaths_campaign": "$(CAMPAIGN)"}' $(SUBSET)

@@ -329,7 +329,17 @@ def test_report_labels_name_what_each_figure_shows():
     assert data["guests"] == "TCG (emulation)"
     agree = report_labels(by_name("agreement"), [main / "local/tidy.csv", main / "bridge-gbe/tidy.csv"],
                           study["campaign"], kinds)
-    assert agree["testbeds"] == "1"                      # the figure needs IMB: bridge-gbe has NetPIPE only
+    assert agree["testbeds"] == "2"                      # it draws IMB and NetPIPE (bridge-gbe: NetPIPE)
+    osu = report_labels(by_name("osu"), [main / "local/tidy.csv", main / "bridge-gbe/tidy.csv"],
+                        study["campaign"], kinds)
+    assert osu["testbeds"] == "2"
+    npb = report_labels(by_name("npb"), [main / "local/tidy.csv", main / "bridge-gbe/tidy.csv"],
+                        study["campaign"], kinds)
+    assert npb["testbeds"] == "1"                        # bridge-gbe runs no NPB
+    # the speed-up figure draws LAMMPS and MILC natively and across the unlimited bridge (its view), not the
+    # limited links (4 testbeds ran them)
+    speed = report_labels(by_name("speedup"), [main / "views/app_speedup.csv"], study["campaign"], kinds)
+    assert speed["testbeds"] == "2" and speed["virtualization"] == "netns-bridge, none", speed
     ctr = study["paper"]["containers_campaign"]
     labels = report_labels(by_name("containers"), [ROOT / "data/results" / ctr / "container_ratios.csv"], ctr)
     assert labels["testbeds"] == "2", labels

@@ -557,6 +557,31 @@ def test_make_figure_names_what_it_cannot_redraw_and_never_measures(tmp_path):
     assert not list((work / "logs").glob("measure*")) and "rule measure" not in res.stdout
 
 
+def test_remeasuring_a_figure_plans_only_what_it_draws(tmp_path):
+    """make remeasure FIGURE=pingpong: the study layer keeps the experiments of the benchmarks the figure
+    draws (NetPIPE, qperf) on the testbeds of the kinds it draws (native: this host); the plan measures
+    those and nothing else.  Without the layer the figure of a new campaign would measure the whole study.
+    A companion campaign's figure names its own command."""
+    from hpcvirt.config import load_study
+    from hpcvirt.figures import FigureError, remeasure_overlay
+
+    study, tbs = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")
+    layer = remeasure_overlay("pingpong", study, tbs)
+    assert layer["testbeds"] == ["local"] and layer["skip_unoffered"] is True
+    assert {e for e, s in layer["experiments"].items() if s["enabled"]} == {"pingpong", "tcp"}
+    assert set(layer["experiments"]) == set(study["experiments"])
+    with pytest.raises(FigureError, match="make containers or make datapaths"):
+        remeasure_overlay("containers", study, tbs)
+    f = tmp_path / "layer.yaml"
+    f.write_text(yaml.safe_dump(layer))
+    res = snakemake(*PROFILE, "-n", "paper/figures/pingpong.pdf", "--configfile", str(f), "--config",
+                    "campaign=remeasure-dry")
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", res.stdout.split("Job stats:")[1].split("Reasons")[0], re.M))
+    assert stats["measure"] == "20" and "measure_round_vm_0" not in stats, stats
+    planned = set(re.findall(r"data/raw/remeasure-dry/([^/]+)/([^/]+)/", res.stdout))
+    assert planned == {("local", "netpipe"), ("local", "qperf")}, planned
+
+
 def test_changed_library_code_derives_the_numbers_again_and_measures_nothing(tmp_path):
     """The profiles leave Snakemake's code trigger out (it would measure again), and that trigger sees only a
     rule's own lines anyway: the rules that derive from the tidy rows declare a digest of the library and the

@@ -451,20 +451,6 @@ def study_figure_pdf(name):
 # The project's profiles leave the code trigger out; Snakemake finds them only
 # when named (the Snakefile is at the top, the profiles in workflow/profiles).
 onstart:
-    # --forceall, --forcerun/-R of a measurement, -f of a raw output: refused before any job runs
-    _replaced = rawfiles.replaced_records(
-        f for job in workflow.dag.needrun_jobs() for f in job.output
-    )
-    if _replaced:
-        raise WorkflowError(_replaced)
-    # make figure, report, paper-from-archive: redraw from a campaign's results, never measure
-    _measuring = [j for j in workflow.dag.needrun_jobs() if j.rule.name.startswith("measure")]
-    if _measuring and os.environ.get("HPCVIRT_NO_MEASURE"):
-        raise WorkflowError(
-            f"hpcvirt: this command redraws from campaign {CAMPAIGN}'s results and measures nothing, "
-            f"but the campaign lacks {len(_measuring)} measurement jobs of this study: name a campaign "
-            "that has them (its study: --configfile ...), or measure with make"
-        )
     if "CODE" in {t.name for t in workflow.rerun_triggers}:
         raise WorkflowError(
             "hpcvirt: run the workflow through make, or name a profile: snakemake "
@@ -472,4 +458,20 @@ onstart:
             "Without one, Snakemake re-runs a job whose code changed: it would measure "
             "finished measurements again and replace their raw outputs, which are records.  "
             "Another profile must set rerun-triggers: [mtime, input, params, software-env]."
+        )
+    # --forceall, --forcerun/-R of a measurement, -f of a raw output: refused before any job runs
+    _replaced = rawfiles.replaced_records(
+        f for job in workflow.dag.needrun_jobs() for f in job.output
+    )
+    if _replaced:
+        raise WorkflowError(_replaced)
+    # make figure, report, paper-from-archive: redraw from a campaign's results, never measure
+    _measuring = [
+        j for j in workflow.dag.needrun_jobs() if j.rule.name.startswith("measure")
+    ]
+    if _measuring and os.environ.get("HPCVIRT_NO_MEASURE"):
+        raise WorkflowError(
+            f"hpcvirt: this command redraws from campaign {CAMPAIGN}'s results and measures nothing, "
+            f"but the campaign lacks {len(_measuring)} measurement jobs of this study: name a campaign "
+            "that has them (its study: --configfile ...), or measure with make"
         )

@@ -83,6 +83,18 @@ def app_scaling(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def app_speedup(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
+    """The rows of :func:`app_scaling` that are a speed-up S(n) = T(1) / T(n): inputs whose reference is
+    their one-rank shared-memory run, natively and across the unlimited bridge (the transports; the link
+    limits are another question)."""
+    r = app_scaling(tidy, times)
+    if r.empty:
+        return r
+    keep = (r["reference"].str.contains("shared memory") & (r["ref_ranks"] == 1) & (r["link"] == "")
+            & r["virtualization"].map(lambda v: v == "none" or v == NetnsBridge.name))
+    return r[keep].reset_index(drop=True)
+
+
 def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
     """Per application input and guest configuration: the VM/native time
     ratio T(guests) / T(namespace hosts over the unlimited bridge) on the same

@@ -31,6 +31,8 @@ class Figure:
     params: tuple[str, ...] = ()  # latency_bytes, campaign, suite_labels, tests
     caption: str = "figure.rst"  # workflow/report/<caption>
     views: tuple[str, ...] = ()  # the views it draws (hpcvirt.views), instead of a table
+    draws: tuple[str, ...] = ()  # the benchmarks whose rows it shows ...
+    draws_kinds: tuple[str, ...] = ()  # ... on testbeds of these kinds (empty: any)
 
     def wanted(self, configurations, testbeds: dict) -> bool:
         have = {c.benchmark for c in configurations}
@@ -61,10 +63,13 @@ def load(path: str | os.PathLike | None = None) -> tuple[Figure, ...]:
     for i, d in enumerate(data):
         needs = d.get("needs") or {}
         campaign = d.get("campaign", "main")
-        if (campaign == "main") != bool(needs):
+        draws = d.get("draws") or {}
+        if (campaign == "main") != bool(needs) or bool(needs) != bool(draws):
             raise FigureError(f"{path}: [{i}] {d['name']}: a figure of the main campaign declares needs "
-                              "(benchmark, kinds, also); a companion campaign's figure does not")
-        unknown = sorted({needs.get("benchmark", ""), *needs.get("also", ())} - known - {""})
+                              "(benchmark, kinds, also) and draws (benchmarks, kinds); a companion campaign's "
+                              "figure does not")
+        unknown = sorted({needs.get("benchmark", ""), *needs.get("also", ()), *draws.get("benchmarks", ())}
+                         - known - {""})
         if unknown:
             raise FigureError(f"{path}: [{i}] {d['name']}: needs unknown benchmarks {unknown}; "
                               f"declared: {sorted(known)}")
@@ -77,7 +82,8 @@ def load(path: str | os.PathLike | None = None) -> tuple[Figure, ...]:
                               "or one table (reads)")
         out.append(Figure(d["name"], d["notebook"], d.get("reads", ""), " ".join(d["what"].split()), campaign,
                           needs.get("benchmark", ""), tuple(needs.get("kinds", ())), tuple(needs.get("also", ())),
-                          tuple(d.get("params", ())), d.get("caption", "figure.rst"), tuple(d.get("views", ()))))
+                          tuple(d.get("params", ())), d.get("caption", "figure.rst"), tuple(d.get("views", ())),
+                          tuple(draws.get("benchmarks", ())), tuple(draws.get("kinds", ()))))
     names = [f.name for f in out]
     if len(set(names)) != len(names):
         raise FigureError(f"{path}: figure names are not unique: {sorted({n for n in names if names.count(n) > 1})}")
@@ -109,9 +115,9 @@ def by_name(name: str) -> Figure:
 
 def report_labels(fig: Figure, tables, campaign: str, kinds: dict[str, str] | None = None) -> dict[str, str]:
     """The HTML report's labels of a figure, from its input tables (read when
-    the report is made): how many testbeds its data come from (those with its
-    benchmark, of its testbed kinds only; ``kinds``: testbed -> kind), their
-    virtualization and the accelerator of its guests.  Short, so that the
+    the report is made): how many testbeds its data come from (those with a
+    benchmark it draws, of the testbed kinds it draws only; ``kinds``: testbed
+    -> kind), their virtualization and the accelerator of its guests.  Short, so that the
     report's label table leaves the figure its width (the table is as wide as
     its widest row); the campaign, its testbeds and what TCG means are in the
     caption."""
@@ -122,11 +128,11 @@ def report_labels(fig: Figure, tables, campaign: str, kinds: dict[str, str] | No
     if "virtualization" not in df:            # the container table: the runtime is the testbed's wrapper
         df["virtualization"] = "none+" + df.get("runtime", pd.Series("", index=df.index)).astype(str)
         df.loc[df["virtualization"] == "none+none", "virtualization"] = "none"
-    if fig.benchmark and "benchmark" in df:
-        x = fig.benchmark
-        df = df[df["benchmark"].map(lambda b: b == x or str(b).startswith((f"{x}-", f"{x}_")))]
-    if fig.kinds and kinds:
-        df = df[df["testbed"].map(lambda t: kinds.get(t) in fig.kinds)]
+    if fig.draws and "benchmark" in df:
+        xs = fig.draws
+        df = df[df["benchmark"].map(lambda b: b in xs or str(b).startswith(tuple(f"{x}{s}" for x in xs for s in "-_")))]
+    if fig.draws_kinds and kinds:
+        df = df[df["testbed"].map(lambda t: kinds.get(t) in fig.draws_kinds)]
     df = df.dropna(subset=["testbed", "virtualization"])       # a set-up of a study without a counterpart here
     virts = sorted(set(df["virtualization"].astype(str)))
     accels = sorted({ACCEL_LABEL.get(v.split("+")[0], "") for v in virts} - {""})
@@ -155,7 +161,32 @@ def check_target(name: str, source: str = "") -> str | None:
     return None
 
 
+def remeasure_overlay(name: str, study: dict, testbeds: dict[str, dict]) -> dict:
+    """A study layer (``--configfile``) that measures only what figure ``name`` draws: the experiments of
+    the benchmarks it draws, on the study's testbeds of the kinds it draws (``make remeasure``)."""
+    from .benchmarks import REGISTRY
+
+    fig = next((f for f in load() if f.name == name), None)
+    if fig is None or fig.campaign != "main":
+        raise FigureError(f"FIGURE={name}: " + (
+            "a figure of a companion campaign: make containers or make datapaths measures a new one"
+            if fig else "not a figure of the campaign's own (a study's redraw draws from the whole campaign: make)"))
+    wanted = {REGISTRY[b].experiment for b in fig.draws}
+    beds = [t for t in study["testbeds"] if not fig.draws_kinds or testbeds[t]["kind"] in fig.draws_kinds]
+    return {"testbeds": beds, "skip_unoffered": True,
+            "experiments": {e: {"enabled": e in wanted} for e in study["experiments"]}}
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--remeasure"]:      # the layer of make remeasure, as YAML on standard output
+        import yaml
+
+        from .config import load_study
+        try:
+            print(yaml.safe_dump(remeasure_overlay(sys.argv[2], *load_study()), sort_keys=False), end="")
+        except FigureError as exc:
+            sys.exit(f"hpcvirt: {exc}")
+        sys.exit(0)
     problem = check_target(*sys.argv[1:3])
     if problem:
         sys.exit(f"hpcvirt: {problem}")

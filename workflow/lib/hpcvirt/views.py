@@ -30,6 +30,8 @@ GENERIC: tuple[View, ...] = (
          "message size and peak bandwidth, medians with CIs.", ("latency_bytes",)),
     View("app_scaling", "tidy", apps.app_scaling, "Per application, input, interconnect class and rank count: "
          "time, and performance relative to its reference, paired by round."),
+    View("app_speedup", "tidy", apps.app_speedup, "The rows of app_scaling that are a speed-up over the input's "
+         "one-rank shared-memory run, natively and across the unlimited bridge."),
 )
 VIEWS: tuple[View, ...] = GENERIC + tuple(REGISTRY.views())
 
