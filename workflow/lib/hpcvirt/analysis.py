@@ -26,7 +26,7 @@ def _parse_one(raw: Path, ctx: dict) -> list:
     bench = ctx["run_id"].split("/")[2]
     if bench not in REGISTRY.benchmarks:
         raise ParseError(raw, f"no declared benchmark {bench!r} (declared: {REGISTRY.names()})")
-    return REGISTRY[bench].parse(raw, ctx.get("expected", {}))
+    return REGISTRY[bench].read(raw, ctx.get("expected", {}))
 
 
 def host_label(host: dict | None) -> str | None:

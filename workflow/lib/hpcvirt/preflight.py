@@ -109,7 +109,7 @@ def wireup(tb: Mapping[str, Any], mpi: str, path: str, *, timeout: float = 120) 
             problem = status.get("note") or f"exit code {status.get('exit_code')}"
         else:
             try:
-                rows = bench.parse(out_path, la.expected)
+                rows = bench.read(out_path, la.expected)
                 rec["max_bytes_reached"] = max(m.msg_bytes or 0 for m in rows)
             except (ParseError, ValueError) as exc:
                 problem = f"output rejected: {exc}"

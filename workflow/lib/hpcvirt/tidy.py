@@ -9,6 +9,7 @@ downstream from these rows, never inside parsers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -52,6 +53,10 @@ COLUMNS: tuple[str, ...] = (
 # Units a parser may emit (the schema's unit enum).  Anything else is a bug in the parser.
 UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s", "count", "fraction", "Ry",
                                    "tau/day"})
+
+
+#: Units whose values may be below zero (an energy); every other value is a time, a rate, a count or a share.
+SIGNED_UNITS: frozenset[str] = frozenset({"Ry"})
 
 
 class ParseError(ValueError):
@@ -117,3 +122,23 @@ def to_rows(measurements: Iterable[Measurement], context: Mapping[str, object]) 
             row["ranks"] = m.ranks
         rows.append(row)
     return rows
+
+
+def checked(path, measurements: Iterable[Measurement]) -> list[Measurement]:
+    """A parser's values, or :class:`ParseError` naming ``path``: every value a finite number (not below
+    zero unless its unit is signed), and one value per metric, variant, message size and rank count (a
+    result printed twice, e.g. an output holding a restarted run's lines again, would add rows and inflate
+    the summaries' n)."""
+    out, seen = list(measurements), set()
+    for m in out:
+        at = (f" at {m.msg_bytes} B" if m.msg_bytes is not None else "") + (f" ({m.variant})" if m.variant else "")
+        v = m.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or (v < 0 and m.unit not in SIGNED_UNITS):
+            raise ParseError(path, f"{m.metric}{at} is {v!r}: not a finite"
+                             + ("" if m.unit in SIGNED_UNITS else ", non-negative") + " number")
+        key = (m.benchmark, m.metric, m.variant, m.msg_bytes, m.ranks)
+        if key in seen:
+            raise ParseError(path, f"{m.benchmark} {m.metric}{at} is printed twice: a duplicated result")
+        seen.add(key)
+    return out

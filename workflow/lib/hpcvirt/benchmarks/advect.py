@@ -63,6 +63,8 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     for w in lines[start + 1:]:
         if w[0] == "node" and len(w) == 3:
             nodes[int(w[1])] = w[2]
+        elif w[0] in fields:
+            raise ParseError(path, f"a second {w[0]!r} line: two runs' outputs in one")
         else:
             fields[w[0]] = w[1:]
     if "end" not in fields:

@@ -440,6 +440,18 @@ class Benchmark:
     def parse(self, raw, expected: dict) -> list:
         raise NotImplementedError
 
+    def read(self, raw, expected: dict) -> list:
+        """:meth:`parse`, with every value checked (:func:`hpcvirt.tidy.checked`); an output the parser
+        cannot take apart (a missing key, a wrong type) is a :class:`hpcvirt.tidy.ParseError` naming it."""
+        from ..tidy import ParseError, checked
+
+        try:
+            return checked(raw, self.parse(raw, expected))
+        except ParseError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise ParseError(raw, f"not an output of the expected form ({type(exc).__name__}: {exc})") from None
+
 
 INPUTS_DOC = ("Input sets, each one configuration per MPI, rank count and path: a mapping of this experiment's "
               "input keys (a list key by its singular name, e.g. `lattice`) that replace the experiment's own "

@@ -80,6 +80,10 @@ def parse(path, expected: dict | None = None, warmup_steps: int = 20) -> list[Me
     if not times or times[-1] < end_time * (1 - 1e-6):
         raise ParseError(path, f"the solver stopped at t = {times[-1] if times else 0} s before the end time "
                                f"{end_time} s")
+    back = next((i for i in range(1, len(times)) if times[i] <= times[i - 1]), None)
+    if back is not None:
+        raise ParseError(path, f"the simulated time goes back at step {back + 1} (t = {times[back]} s after "
+                               f"{times[back - 1]} s): two runs' logs in one output")
     if len(execs) != len(times):
         raise ParseError(path, f"{len(times)} steps and {len(execs)} ExecutionTime lines: the log is incomplete")
     if len(times) <= warmup_steps:

@@ -45,7 +45,7 @@ def _flush(path, block, out):
         out.append(Measurement("qperf", "bandwidth", "MB/s", value / 1e6, msg_bytes=size, variant="tcp_bw"))
 
 
-def parse(path, *, expected_sizes: list[int] | None = None) -> list[Measurement]:
+def parse(path, *, expected_sizes: list[int] | None = None, expected_test: str | None = None) -> list[Measurement]:
     text = read_text(path)
     fail = FAIL_RE.search(text)
     if fail:
@@ -60,11 +60,15 @@ def parse(path, *, expected_sizes: list[int] | None = None) -> list[Measurement]
         if m:
             if block:
                 _flush(path, block, out)
+            if expected_test and m["test"] != expected_test:
+                raise ParseError(path, f"line {lineno}: a {m['test']} result in a run of {expected_test}")
             block = (m["test"], {})
             continue
         f = FIELD_RE.match(line)
         if not f or block is None:
             raise ParseError(path, f"line {lineno} is not qperf -vu -uu output: {line.strip()!r}")
+        if f["key"] in block[1]:
+            raise ParseError(path, f"line {lineno}: a second {f['key']} in one {block[0]} result")
         block[1][f["key"]] = (float(f["value"]), f["unit"])
     if block:
         _flush(path, block, out)
@@ -125,7 +129,7 @@ class Qperf(ClientServer):
         return {"sizes": sizes(s["min_bytes"], s["max_bytes"], s["factor"]), "test": s["test"]}
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
-        return parse(raw, expected_sizes=expected.get("sizes"))
+        return parse(raw, expected_sizes=expected.get("sizes"), expected_test=expected.get("test"))
 
 
 BENCHMARK = Qperf()
