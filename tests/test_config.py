@@ -154,6 +154,10 @@ BAD_TESTBED = [
     (lambda t: t["mpi"]["mpich"]["paths"]["tcp"]["env"].update({"bad-name": "x"}), ["bad-name"]),
     (lambda t: t["mpi"]["mpich"]["paths"]["tcp"]["env"].update({"X; rm": "x"}), ["X; rm"]),
     (lambda t: t.update(kind="xen"), ["kind", "'xen' is not one of ['native', 'vm-cluster', 'netns-bridge', 'qemu']"]),
+    # a value that reaches a command line as a value may not start with "-" (it would become an option)
+    (lambda t: t["qperf"].update(server_host="--help"), ["qperf.server_host", "'--help' does not match"]),
+    (lambda t: t["mpi"]["openmpi"]["netpipe"].update(binary="-x"), ["netpipe.binary", "a value, not an option"]),
+    (lambda t: t.update(hypervisor="kvm"), ["hypervisor: 'kvm' is not allowed here (a key of kind vm-cluster only)"]),
     (lambda t: t.update(executor="pbs"), ["executor", "['local', 'slurm']"]),
     (lambda t: t.update(name="other"), ["name", "must equal the file name"]),
     (lambda t: t["mpi"].pop("mpich"), ["experiments.imb: mpich over path 'shm' is offered by none"]),

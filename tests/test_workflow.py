@@ -129,9 +129,10 @@ def test_a_round_that_has_some_outputs_measures_only_the_missing_ones():
         ("campaign=bad/../name", ["campaign", "pattern"]),
         ("testbeds=[nosuch]", ["config/testbeds/nosuch.yaml", "not found"]),
         ('paper={"containers_campaign": "container-nosuch"}',
-         ["config/config.yaml: paper.containers_campaign", "container-nosuch", "make containers"]),
+         ["config/config.yaml + --config: paper.containers_campaign", "container-nosuch", "make containers"]),
         ('paper={"datapaths_campaign": "datapaths-nosuch"}',
-         ["config/config.yaml: paper.datapaths_campaign", "datapaths-nosuch", "make datapaths"]),
+         ["config/config.yaml + --config: paper.datapaths_campaign", "datapaths-nosuch", "make datapaths"]),
+        ("repetitions=3.0", ["config/config.yaml + --config: repetitions: 3.0 is not of type 'integer'"]),
     ],
 )
 def test_bad_config_fails_before_any_job(override, needles):
@@ -143,10 +144,22 @@ def test_bad_config_fails_before_any_job(override, needles):
     assert "Job stats" not in out  # failed while loading, before building the DAG
 
 
+def test_a_bad_layer_is_named_in_the_error(tmp_path):
+    """An error in a --configfile layer names the layer beside config/config.yaml (the merged study is what
+    is checked); an integer written as 3.0 is refused (it would name new configurations: ``_i100.0``)."""
+    layer = tmp_path / "layer.yaml"
+    layer.write_text("experiments:\n  pingpong:\n    mpis: [intelmpi]\n  osu:\n    iterations: 100.0\n")
+    res = snakemake(*PROFILE, "-n", "--configfile", str(layer), check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "Job stats" not in out
+    assert f"config/config.yaml + {layer}: experiments.osu.iterations: 100.0 is not of type 'integer'" in out, out
+    assert f"config/config.yaml + {layer}: experiments.pingpong.mpis[0]: 'intelmpi' is not one of" in out
+
+
 @pytest.mark.parametrize("override,needle", [
-    ("repetitions=0", "config/config.yaml: repetitions: 0 is less than the minimum of 1"),
+    ("repetitions=0", "config/config.yaml + --config: repetitions: 0 is less than the minimum of 1"),
     ("testbeds=[nosuch]", "config/testbeds/nosuch.yaml: file not found"),
-    ("seed=abc", "config/config.yaml: seed: 'abc' is not of type 'integer'"),
+    ("seed=abc", "config/config.yaml + --config: seed: 'abc' is not of type 'integer'"),
 ])
 def test_bad_config_writes_nothing(tmp_path, override, needle):
     """Not a dry run: the workflow stops while loading, before it creates anything."""

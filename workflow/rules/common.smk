@@ -44,10 +44,21 @@ from hpcvirt.config import (
     load_study,
 )
 
+# the study's files, as its errors name them: config/config.yaml, the --configfile layers, --config
+STUDY_SOURCES = " + ".join(
+    [
+        "config/config.yaml",
+        *(
+            os.path.relpath(f) if Path(f).is_relative_to(Path.cwd()) else str(f)
+            for f in workflow.config_settings.configfiles
+        ),
+        *(["--config"] if workflow.config_settings.config else []),
+    ]
+)
 try:
     STUDY, TESTBEDS = load_study(
         config,
-        config_path="config/config.yaml",
+        config_path=STUDY_SOURCES,
         testbed_dir="config/testbeds",
     )
     check_campaign_testbeds(STUDY["campaign"], TESTBEDS)
@@ -182,7 +193,7 @@ def archive_tidy_tables(wildcards):
 CONTAINERS = STUDY["paper"].get("containers_campaign") or ""
 if CONTAINERS and not Path("data/raw", CONTAINERS).is_dir():
     raise WorkflowError(
-        f"config/config.yaml: paper.containers_campaign: no campaign {CONTAINERS!r} under data/raw/ "
+        f"{STUDY_SOURCES}: paper.containers_campaign: no campaign {CONTAINERS!r} under data/raw/ "
         '(measure one with `make containers`, or set the key to "" to leave the container '
         "section out)"
     )
@@ -198,7 +209,7 @@ CONTAINER_TESTBEDS = (
 DATAPATHS = STUDY["paper"].get("datapaths_campaign") or ""
 if DATAPATHS and DATAPATHS != CAMPAIGN and not Path("data/raw", DATAPATHS).is_dir():
     raise WorkflowError(
-        f"config/config.yaml: paper.datapaths_campaign: no campaign {DATAPATHS!r} under data/raw/ "
+        f"{STUDY_SOURCES}: paper.datapaths_campaign: no campaign {DATAPATHS!r} under data/raw/ "
         '(measure one with `make datapaths`, or set the key to "" to leave the data paths '
         "section without numbers)"
     )

@@ -91,21 +91,22 @@ def _explain(error: jsonschema.ValidationError) -> str:
     if v == "enum":
         return f"{error.instance!r} is not one of {list(s['enum'])}"
     if v == "pattern":
-        desc = s.get("description", "")
-        return f"{error.instance!r} does not match the allowed pattern {s['pattern']!r}" + (
-            f" ({desc})" if desc else ""
-        )
+        desc = f" ({s['description']})" if s.get("description") else ""
+        return f"{error.instance!r} does not match the allowed pattern {s['pattern']!r}{desc}"
     if v == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        return f"{error.message}; allowed keys: {allowed}"
+        return f"{error.message}; allowed keys: {sorted(s.get('properties', {}))}"
     why = s.get("description") if isinstance(s, dict) and v in ("not", "required") else ""
     return (f"{error.instance!r} is not allowed here" if v == "not" else error.message) + (f" ({why})" if why else "")
 
 
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=jsonschema.Draft202012Validator
+                                          .TYPE_CHECKER.redefine("integer", lambda _, x: type(x) is int))
+
+
 def validate(data: Any, schema: Mapping, path: Path | str) -> None:
-    """Validate ``data`` against ``schema``; raise ConfigError for the first problems."""
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    """Validate ``data`` against ``schema``; raise ConfigError for the first problems.  An integer is one
+    as written: JSON Schema takes 3.0 for one, which would name a new configuration (``_i100.0``)."""
+    errors = sorted(_Validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = [f"{path}: {_key_path(e)}: {_explain(e)}" for e in errors[:10]]
         raise ConfigError("invalid configuration\n  " + "\n  ".join(lines))

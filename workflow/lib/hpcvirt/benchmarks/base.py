@@ -547,7 +547,7 @@ class ClientServer(Benchmark):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls.testbed_keys = {
-            "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:-]+$", "default": "127.0.0.1",
+            "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:][A-Za-z0-9.:-]*$", "default": "127.0.0.1",
                             "description": "Where the server listens on a one-host testbed (inside the private "
                                            "namespace of the measurement); multi-host testbeds use the second "
                                            "host."},

@@ -377,7 +377,7 @@ class MILC(Application):
                             + ([] if steps == STEPS else [str(steps)]), s)
 
     testbed_keys = {
-        "wrapper": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%-]+$", "default": WRAPPER,
+        "wrapper": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%][A-Za-z0-9_.,:=+/@%-]*$", "default": WRAPPER,
                     "description": "The per-rank wrapper that makes the input and runs the binary (relative to the "
                                    "checkout, or absolute where the ranks see it elsewhere)."},
     }

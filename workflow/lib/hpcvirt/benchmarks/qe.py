@@ -216,7 +216,7 @@ class QuantumEspresso(Application):
                "are unverified)")
 
     testbed_keys = {
-        "pseudo": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%-]+$",
+        "pseudo": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%][A-Za-z0-9_.,:=+/@%-]*$",
                    "description": "The silicon pseudopotential (Si.pz-vbc.UPF, or .UPF.gz) where the ranks see it "
                                   "(default: Debian's quantum-espresso-data)."},
         "stage": {"type": "string", "enum": ["shared", "per-host"],
