@@ -313,7 +313,7 @@ def test_a_number_in_hvvalue_is_not_needed_and_prints_that_it_is_missing():
     assert "\\hvvalue{\\hvRateBridgeTenG}" in claims and not re.search(r"\b1?0\\,Gbit/s", claims)
 
 
-def test_report_labels_name_what_each_figure_shows():
+def test_report_labels_name_what_each_figure_shows(tmp_path):
     """The report's labels come from the figure's own table and kinds: the
     native-only ping-pong figure lists no guest; the companions' figures
     (no virtualization column, study set-ups without a counterpart) get theirs."""
@@ -338,7 +338,13 @@ def test_report_labels_name_what_each_figure_shows():
     assert npb["testbeds"] == "1"                        # bridge-gbe runs no NPB
     # the speed-up figure draws LAMMPS and MILC natively and across the unlimited bridge (its view), not the
     # limited links (4 testbeds ran them)
-    speed = report_labels(by_name("speedup"), [main / "views/app_speedup.csv"], study["campaign"], kinds)
+    import pandas as pd
+
+    from hpcvirt.apps import app_speedup          # the view, as rule views writes it (not committed)
+
+    tidy = pd.concat([pd.read_csv(p) for p in sorted(main.glob("*/tidy.csv"))], ignore_index=True)
+    app_speedup(tidy).to_csv(tmp_path / "app_speedup.csv", index=False)
+    speed = report_labels(by_name("speedup"), [tmp_path / "app_speedup.csv"], study["campaign"], kinds)
     assert speed["testbeds"] == "2" and speed["virtualization"] == "netns-bridge, none", speed
     ctr = study["paper"]["containers_campaign"]
     labels = report_labels(by_name("containers"), [ROOT / "data/results" / ctr / "container_ratios.csv"], ctr)

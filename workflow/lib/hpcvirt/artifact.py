@@ -95,8 +95,9 @@ def hardware_software(rec: pd.DataFrame) -> list[list[str]]:
 def suites(rec: pd.DataFrame) -> list[list[str]]:
     b = rec[rec["suite"] != ""].drop_duplicates(["suite", "mpi", "source_sha256", "compiler", "flags"])
     # a commit (MILC's) by its first 8 digits, as Spack names its version
-    return [[tex(r.suite), tex(r.suite_version[:8] if re.fullmatch(r"[0-9a-f]{40}", r.suite_version) else r.suite_version),
-             tex(f"{r.mpi} {r.mpi_version}"), f"\\texttt{{{r.source_sha256[:16]}}}",
+    version = lambda v: v[:8] if re.fullmatch(r"[0-9a-f]{40}", v) else v  # noqa: E731
+    return [[tex(r.suite), tex(version(r.suite_version)), tex(f"{r.mpi} {r.mpi_version}"),
+             f"\\texttt{{{r.source_sha256[:16]}}}",
              tex(r.source_copy), tex(r.compiler),
              tex(r.flags)] for r in b.sort_values(["suite", "mpi"]).itertuples()]
 

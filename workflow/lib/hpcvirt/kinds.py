@@ -69,8 +69,8 @@ class VmCluster(Native):
     """Hosts that are virtual machines a site or a cloud provides (a VM cluster, cloud instances): the
     project neither boots nor configures them, so ranks start as on bare metal, through the testbed's
     launcher.  The testbed file names the hypervisor under them (``hypervisor``); its rows are labelled
-    ``vm-<hypervisor>``, so that the analysis sets them against a bare-metal testbed of the same campaign
-    (its paths of the same name: between nodes, between the nodes of the bare-metal cluster)."""
+    ``vm-<hypervisor>``, so that the analysis sets each of its paths against the same path of a bare-metal
+    testbed of the campaign (between nodes against between nodes)."""
 
     name = "vm-cluster"
 

@@ -97,7 +97,6 @@ def drop_kept(items) -> None:
             _kept(path).unlink(missing_ok=True)
 
 
-
 def replaced_records(outputs) -> str | None:
     """Why a run must not start (None: it may): among the ``outputs`` of the jobs it would run, raw outputs
     that exist, which the workflow manager would delete before measuring them again.  ``protected()``

@@ -111,8 +111,8 @@ def Mpis(doc="MPI libraries; each runs on the testbeds that offer the benchmark 
 #: The testbed kinds (hpcvirt.kinds), for per-kind settings.
 KINDS = tuple(_KINDS)
 BY_KIND_DOC = ("Settings that replace the experiment's own on testbeds of one kind ("
-               + ", ".join(f"`{k}`" for k in KINDS) + "), e.g. a smaller class, fewer configurations or fewer `repetitions` in guests, which run "
-               "slower (far slower under TCG emulation); the raw-output path and every row record the settings a "
+               + ", ".join(f"`{k}`" for k in KINDS) + "), e.g. a smaller class, fewer configurations or fewer "
+               "`repetitions` in guests, which run slower (far slower under TCG emulation); the raw-output path and every row record the settings a "
                "run used, and every summary row its n.")
 BY_TESTBED_DOC = ("Settings that replace the experiment's own, and its `by_kind` ones, on one testbed (a name of a "
                   "file in config/testbeds/), e.g. an input set only where it is compared (the guests' small input "
