@@ -48,7 +48,7 @@ for name in ("draws", "fails"):
     rule:
         name: f"figure_{{name}}"
         input: table="table.csv", notebook=f"notebooks/{{name}}.ipynb"
-        output: pdf=f"figures/{{name}}.pdf"
+        output: pdf=f"figures/{{name}}.pdf", png=f"figures/{{name}}.png"
         log: notebook=f"logs/{{name}}.ipynb"
         params: what="the test"
         run: localjobs.notebook(input.notebook, input, output, params, log)
@@ -79,6 +79,9 @@ def test_a_notebook_draws_its_figure_and_its_log_is_the_executed_notebook(tmp_pa
     r = _snakemake(work, "--force-use-threads", "figures/draws.pdf")
     assert r.returncode == 0, r.stderr[-2000:]
     assert (work / "figures/draws.pdf").read_bytes().startswith(b"%PDF")
+    # drawn into a partial file, published with its picture for the HTML report, nothing else left
+    assert (work / "figures/draws.png").read_bytes().startswith(b"\x89PNG")
+    assert sorted(p.name for p in (work / "figures").iterdir()) == ["draws.pdf", "draws.png"]
     log = json.loads((work / "logs/draws.ipynb").read_text())
     assert log["cells"][0]["cell_type"] == "raw" and "notebooks/draws.ipynb" in log["cells"][0]["source"]
     assert '"table": "table.csv"' in log["cells"][0]["source"]
@@ -105,6 +108,7 @@ def test_a_failing_cell_fails_the_job_names_its_cell_and_writes_no_figure(tmp_pa
     assert "notebooks/fails.ipynb: cell 2 failed" in r.stderr
     assert "ValueError: no data for the test" in r.stderr
     assert not (work / "figures/fails.pdf").exists()
+    assert list((work / "figures").iterdir()) == []           # what the notebook wrote before it failed: gone
     log = json.loads((work / "logs/fails.ipynb").read_text())
     code = [c for c in log["cells"] if c["cell_type"] == "code"]
     assert code[1]["outputs"][-1]["output_type"] == "error" and code[1]["outputs"][-1]["ename"] == "ValueError"

@@ -423,15 +423,16 @@ def figure_params(fig):
     }
 
 
-def figure_pdf(fig):
-    """paper/figures/<name>.pdf, registered for the HTML report (snakemake
-    --report) with its caption; its labels (how many testbeds of the figure's
-    kinds, their virtualization, the guests' accelerator) are read from the
-    figure's input tables when the report is made, not when it is drawn."""
+def figure_png(fig):
+    """paper/figures/<name>.png (the PDF's picture, which every browser shows),
+    registered for the HTML report (snakemake --report) with its caption; its
+    labels (how many testbeds of what the figure draws, their virtualization,
+    the guests' accelerator) are read from the figure's input tables when the
+    report is made, not when it is drawn."""
     campaign = FIGURE_CAMPAIGN[fig.campaign]
     kinds = {name: tb["kind"] for name, tb in TESTBEDS.items()}
     return report(
-        f"paper/figures/{fig.name}.pdf",
+        f"paper/figures/{fig.name}.png",
         caption=f"../report/{fig.caption}",
         category="Figures",
         labels=lambda wildcards, input: figures.report_labels(
@@ -447,9 +448,9 @@ except (redraw.RedrawError, OSError) as exc:
     raise WorkflowError(str(exc)) from None
 
 
-def study_figure_pdf(name):
+def study_figure_png(name):
     return report(
-        f"paper/figures/{name}.pdf",
+        f"paper/figures/{name}.png",
         caption="../report/study-figure.rst",
         category="Studies redrawn",
         labels={"figure": name},

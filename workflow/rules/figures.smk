@@ -2,7 +2,7 @@
 # a companion campaign).  One rule figure_<name> per declaration of
 # workflow/figures.yaml (hpcvirt.figures): its notebook, what it reads, its
 # parameters and its report caption, with labels read from what it reads
-# when the report is made (figure_pdf).  The notebook runs in a process forked
+# when the report is made (figure_png).  The notebook runs in a process forked
 # from one that imported pandas, matplotlib and seaborn once (hpcvirt.localjobs:
 # no Jupyter kernel and no new interpreter, which would cost more than the
 # drawing) and is written, executed, as the log; it is an input, so an edited
@@ -18,7 +18,8 @@ for fig in FIGURE_RULES:
             **figure_inputs(fig),
             notebook=f"notebooks/{fig.notebook}.ipynb",
         output:
-            pdf=figure_pdf(fig),
+            pdf=f"paper/figures/{fig.name}.pdf",
+            png=figure_png(fig),
         log:
             notebook=f"logs/notebooks/{fig.notebook}.ipynb",
         localrule: True
@@ -66,7 +67,8 @@ rule study_figures:
         reference=expand("data/reference/{study}.csv", study=claims.STUDIES),
         reproduction="data/reference/reproduction.yaml",
     output:
-        [study_figure_pdf(name) for name in STUDY_FIGURES],
+        pdf=[f"paper/figures/{name}.pdf" for name in STUDY_FIGURES],
+        png=[study_figure_png(name) for name in STUDY_FIGURES],
     log:
         "logs/figures/study_figures.log",
     # a paper build starts its longest jobs right after the views the figures wait for

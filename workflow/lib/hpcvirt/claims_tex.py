@@ -166,3 +166,35 @@ def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame, archive
                 problems.append(f"{f}:{line}: the sentence \"{sentence}\" says claim {cid} {said}, but this "
                                 f"campaign's verdict is '{by_claim[cid]}': rewrite the sentence")
     return problems
+
+
+def _plain_value(r) -> str:
+    """:func:`value_text` as plain text (the report's page), empty without a value."""
+    if pd.isna(r["median"]):
+        return ""
+    unit = f" {r['unit']}" if isinstance(r["unit"], str) and r["unit"] else ""
+    return f"{fmt_ci(r['median'], r['ci_low'], r['ci_high'], r.get('n'), fmt_g)}{unit}" + (
+        " (one round)" if one_round(r.get("n")) else "")
+
+
+def verdicts_html(verdicts: pd.DataFrame, campaign: str) -> str:
+    """The verdicts as a page the HTML report shows (a CSV file it only offers to download): per claim
+    and check, the study's statement and reported value, the quantity, its median [CI] and the threshold,
+    the verdict and why, and whether the study's other campaigns agree."""
+    import html
+
+    if verdicts.empty:
+        return f"<p>No claims were checked on campaign {html.escape(campaign)}.</p>\n"
+    show = pd.DataFrame({
+        "study": verdicts["study"], "claim": verdicts["claim"], "check": verdicts["check"],
+        "verdict": verdicts["verdict"], "statement": verdicts["statement"], "reported": verdicts["reported"],
+        "quantity": verdicts["quantity"],
+        "value": [_plain_value(r) for _, r in verdicts.iterrows()],
+        "threshold": verdicts["threshold"], "why": verdicts["reason"].fillna(""),
+        "other campaigns agree": verdicts.get("agree", pd.Series("", index=verdicts.index)),
+    })
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Claims of campaign "
+            f"{html.escape(campaign)}</title><style>body{{font:13px sans-serif}}table{{border-collapse:collapse}}"
+            "td,th{border:1px solid #ccc;padding:3px 5px;vertical-align:top;text-align:left}</style></head><body>\n"
+            f"<h3>The studies' claims checked on campaign {html.escape(campaign)}</h3>\n"
+            + show.to_html(index=False, escape=True, na_rep="") + "\n</body></html>\n")

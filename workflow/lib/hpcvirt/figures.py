@@ -144,6 +144,24 @@ def report_labels(fig: Figure, tables, campaign: str, kinds: dict[str, str] | No
     }
 
 
+def partial(pdf) -> str:
+    """Where a figure is drawn before :func:`publish` puts it in place (beside it, hidden, still a PDF)."""
+    return str(Path(pdf).with_name(f".{Path(pdf).stem}.partial.pdf"))
+
+
+def publish(drawn, pdf, png=None) -> None:
+    """A drawn figure (``drawn``: its :func:`partial`) put in place: first its PNG for the HTML report,
+    rendered from the PDF (pdftoppm, 110 dpi: every browser shows it, not only one with a PDF viewer), then
+    the PDF, each renamed over its output, so that neither is ever half written."""
+    import subprocess
+
+    if png:
+        tmp = Path(png).with_name(f".{Path(png).stem}.partial")
+        subprocess.run(["pdftoppm", "-png", "-r", "110", "-singlefile", str(drawn), str(tmp)], check=True)
+        os.replace(f"{tmp}.png", png)
+    os.replace(drawn, pdf)
+
+
 def check_target(name: str, source: str = "") -> str | None:
     """Why ``make figure FIGURE=<name> FROM=<source>`` cannot redraw (None: it can): a name that is no
     figure (the names listed), or a campaign without the results it draws from (the campaigns listed)."""

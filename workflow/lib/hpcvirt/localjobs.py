@@ -300,16 +300,24 @@ def _ask(request: dict) -> str:
 def notebook(path, input, output, params, log) -> None:
     """Run the notebook at ``path`` for a Snakemake job (its ``input``,
     ``output``, ``params`` and ``log``, whose entry ``notebook`` receives the
-    executed notebook); raise if a cell failed."""
-    job = {
-        "input": {k: str(v) for k, v in input.items()},
-        "output": {k: str(v) for k, v in output.items()},
-        "params": dict(params.items()),
-    }
+    executed notebook); raise if a cell failed.  The notebook draws output
+    ``pdf`` into a partial file, published with its PNG (output ``png``) only
+    when every cell ran (:func:`hpcvirt.figures.publish`)."""
+    from .figures import partial, publish
+
+    out = {k: str(v) for k, v in output.items()}
+    pdf, png = out.get("pdf"), out.pop("png", None)
+    if pdf:
+        out["pdf"] = partial(pdf)
+    job = {"input": {k: str(v) for k, v in input.items()}, "output": out, "params": dict(params.items())}
     answer = _ask({"kind": "notebook", "path": str(path), "job": job, "log": str(log.notebook)})
     if answer != "0":
+        if pdf:
+            Path(out["pdf"]).unlink(missing_ok=True)
         raise RuntimeError(f"notebook {path} failed ({'exit code ' + answer if answer else 'no answer'}); "
                            f"the executed notebook is {log.notebook}")
+    if pdf:
+        publish(out["pdf"], pdf, png)
 
 
 def script(path, input, output, params, log) -> None:
