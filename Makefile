@@ -31,7 +31,7 @@ help:
 	@echo "make datapaths  measure a new data-path campaign (bridge, direct path, VXLAN tunnel, 1 Gbit/s links; OpenFOAM for Richter et al.'s Table 1) and build the paper with it"
 	@echo "make test       install, run the whole test suite (unit, workflow, end-to-end)"
 	@echo "make figure     rebuild paper/figures/\$$FIGURE.pdf from the committed archive, measuring nothing (FIGURE=bogus lists the names;"
-	@echo "                FROM=<campaign>: from that campaign's data/results/, e.g. your make's)"
+	@echo "                FROM=<campaign>: from that campaign's data/results/, e.g. your make's; LAYER=<file>: the study layer it was measured with)"
 	@echo "make remeasure  FIGURE=<name>: measure only what that figure draws into a new campaign, then draw it (pingpong: 20 measurements)"
 	@echo "make paper-from-archive  rebuild paper/main.pdf from the committed archive (about 10 s), measuring nothing"
 	@echo "make dry-run    show the jobs of the full study without running them"
@@ -132,12 +132,15 @@ test:
 	workflow/scripts/test.sh
 
 # FROM=<campaign>: the figure of another campaign (a user's `make`) instead of the archive's (for
-# FIGURE=containers: a container campaign).  Measures nothing (HPCVIRT_NO_MEASURE: refused at start).
+# FIGURE=containers: a container campaign); LAYER=<file>: the study layer that campaign was measured
+# with (make remeasure's .hpcvirt/remeasure-<figure>.yaml, config/tiny.yaml, ...).  Measures nothing
+# (HPCVIRT_NO_MEASURE: refused at start).
 FROM ?=
+LAYER ?=
 FROM_CONFIG = $(if $(filter containers,$(FIGURE)),--config 'paper={"containers_campaign": "$(FROM)"}',--config campaign=$(FROM) 'paper={"datapaths_campaign": "$(FROM)"}')
 figure: deps
 	@PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures $(FIGURE) $(FROM)
-	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(FROM)),$(FROM_CONFIG))
+	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(LAYER)),--configfile $(LAYER)) $(if $(strip $(FROM)),$(FROM_CONFIG))
 	@echo "hpcvirt: paper/figures/$(FIGURE).pdf"
 
 # Only what one figure draws (workflow/figures.yaml: draws), measured into a new campaign: a study layer
@@ -149,7 +152,7 @@ remeasure: deps-study
 	@echo "hpcvirt: measuring what figure $(FIGURE) draws into campaign $(REMEASURE_CAMPAIGN) (the study layer: .hpcvirt/remeasure-$(FIGURE).yaml)"
 	PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.build --study --configfile .hpcvirt/remeasure-$(FIGURE).yaml --jobs 2
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf --configfile .hpcvirt/remeasure-$(FIGURE).yaml --config campaign=$(REMEASURE_CAMPAIGN)
-	@echo "hpcvirt: paper/figures/$(FIGURE).pdf drawn from the new campaign $(REMEASURE_CAMPAIGN) (make figure FIGURE=$(FIGURE) FROM=$(REMEASURE_CAMPAIGN) draws it again)"
+	@echo "hpcvirt: paper/figures/$(FIGURE).pdf drawn from the new campaign $(REMEASURE_CAMPAIGN) (make figure FIGURE=$(FIGURE) FROM=$(REMEASURE_CAMPAIGN) LAYER=.hpcvirt/remeasure-$(FIGURE).yaml draws it again)"
 
 dry-run: deps-study
 	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN) 'paper={"datapaths_campaign": "$(CAMPAIGN)"}' $(SUBSET)

@@ -485,5 +485,6 @@ onstart:
         raise WorkflowError(
             f"hpcvirt: this command redraws from campaign {CAMPAIGN}'s results and measures nothing, "
             f"but the campaign lacks {len(_measuring)} measurement jobs of this study: name a campaign "
-            "that has them (its study: --configfile ...), or measure with make"
+            "that has them, with the study it was measured with (make figure ... LAYER=<file>, "
+            "snakemake --configfile <file>), or measure with make"
         )
