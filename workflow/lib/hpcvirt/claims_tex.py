@@ -18,12 +18,13 @@ def macro_name(cid: str) -> str:
     return cid.replace("-", "")
 
 
-def value_text(r) -> str:
+def value_text(r, unit=tex) -> str:
     """A check's median [CI] and unit; a check of one round, its median, unit and "one round": one round
-    has no interval."""
+    has no interval.  ``unit`` writes the unit (LaTeX; ``str`` for plain text)."""
     one = one_round(r.get("n"))
+    u = r["unit"] if isinstance(r["unit"], str) else ""
     return (f"{fmt_ci(r['median'], r['ci_low'], r['ci_high'], r.get('n'), fmt_g)}"
-            f"{(' ' + tex(r['unit'])) if r['unit'] else ''}{' (one round)' if one else ''}")
+            f"{(' ' + unit(u)) if u else ''}{' (one round)' if one else ''}")
 
 
 def tex_macros(verdicts: pd.DataFrame) -> str:
@@ -168,15 +169,6 @@ def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame, archive
     return problems
 
 
-def _plain_value(r) -> str:
-    """:func:`value_text` as plain text (the report's page), empty without a value."""
-    if pd.isna(r["median"]):
-        return ""
-    unit = f" {r['unit']}" if isinstance(r["unit"], str) and r["unit"] else ""
-    return f"{fmt_ci(r['median'], r['ci_low'], r['ci_high'], r.get('n'), fmt_g)}{unit}" + (
-        " (one round)" if one_round(r.get("n")) else "")
-
-
 def verdicts_html(verdicts: pd.DataFrame, campaign: str) -> str:
     """The verdicts as a page the HTML report shows (a CSV file it only offers to download): per claim
     and check, the study's statement and reported value, the quantity, its median [CI] and the threshold,
@@ -189,7 +181,7 @@ def verdicts_html(verdicts: pd.DataFrame, campaign: str) -> str:
         "study": verdicts["study"], "claim": verdicts["claim"], "check": verdicts["check"],
         "verdict": verdicts["verdict"], "statement": verdicts["statement"], "reported": verdicts["reported"],
         "quantity": verdicts["quantity"],
-        "value": [_plain_value(r) for _, r in verdicts.iterrows()],
+        "value": ["" if pd.isna(r["median"]) else value_text(r, str) for _, r in verdicts.iterrows()],
         "threshold": verdicts["threshold"], "why": verdicts["reason"].fillna(""),
         "other campaigns agree": verdicts.get("agree", pd.Series("", index=verdicts.index)),
     })
