@@ -90,7 +90,14 @@ def test_a_doubled_imb_or_openfoam_output_is_rejected(tmp_path):
     imb = RAW / "local/imb/openmpi-shm_PingPong_2-26_i1000/rep-1.out"
     _reject(tmp_path, imb, lambda t: t + t, r"printed twice: a duplicated result")
     foam = sorted((RAW / "local/openfoam").glob("openmpi-shm_*_n2/rep-1.out"))[0]
-    _reject(tmp_path, foam, lambda t: t + t, r"the simulated time goes back at step \d+ .*two runs' logs in one output")
+    _reject(tmp_path, foam, lambda t: t + t, r"the wrapper's 'hpcvirt-openfoam' line appears twice")
+
+    def solver_log_twice(text):   # the solver's log doubled within one run of the wrapper
+        log = text[text.index("\n", text.index("\nend_time ") + 1) + 1:text.index("\nwall_s ") + 1]
+        return text.replace(log, log + log)
+
+    _reject(tmp_path, foam, solver_log_twice,
+            r"the simulated time goes back at step \d+ .*two runs' logs in one output")
 
 
 def test_only_signed_units_may_be_negative():
@@ -100,3 +107,58 @@ def test_only_signed_units_may_be_negative():
         checked("x.out", [Measurement("qe-pw", "wall_time", "s", -1.0)])
     with pytest.raises(ParseError, match="total_energy is nan: not a finite number"):
         checked("x.out", [Measurement("qe-pw", "total_energy", "Ry", float("nan"))])
+
+
+def test_a_result_line_lost_in_the_middle_of_a_sweep_is_rejected(tmp_path):
+    """The parsers checked only the ends of a sweep; a line lost between them is a gap in the doubling sizes
+    (OSU, IMB) or in NetPIPE's numbering of its lines."""
+    osu = RAW / "local/osu/openmpi-shm_osu_latency_n2_1-262144_i100x10/rep-1.out"
+    _reject(tmp_path, osu, lambda t: re.sub(r"^1024 .*\n", "", t, flags=re.M),
+            r"line 15: size 2048 B after 512 B, expected 1024 B: a result line is missing in the middle")
+    _reject(tmp_path, osu, lambda t: re.sub(r"^(1024 .*\n)", r"\1\1", t, flags=re.M), r"size 1024 does not increase")
+    imb = RAW / "local/imb/openmpi-shm_PingPong_2-26_i1000/rep-1.out"
+    _reject(tmp_path, imb, lambda t: re.sub(r"^ +1024 .*\n", "", t, flags=re.M),
+            r"IMB PingPong, row '2048 .*': size 2048 B after 512 B, expected 1024 B")
+    netpipe = RAW / "local/netpipe/openmpi-shm_8-4194304/rep-1.out"
+    _reject(tmp_path, netpipe, lambda t: re.sub(r"^ +5: .*\n", "", t, flags=re.M),
+            r"line \d+: result 6 follows result 4: a result line is missing")
+
+
+def test_a_sweep_that_starts_late_is_rejected(tmp_path):
+    """The first size the run was asked for (newer records carry it in their expected values)."""
+    from hpcvirt.benchmarks import imb, netpipe, osu
+
+    def cut(src, pattern):
+        out = tmp_path / f"{src.parent.parent.name}.out"
+        out.write_text(re.sub(pattern, "", src.read_text(), count=1, flags=re.M))
+        return out
+
+    src = RAW / "local/osu/openmpi-shm_osu_latency_n2_1-262144_i100x10/rep-1.out"
+    assert osu.parse(src, expected_min_bytes=1)
+    with pytest.raises(ParseError, match=r"line \d+: the sweep starts at 2 B, expected 1 B"):
+        osu.parse(cut(src, r"^1 .*\n"), expected_min_bytes=1)
+    src = RAW / "local/imb/openmpi-shm_PingPong_2-26_i1000/rep-1.out"
+    assert imb.parse(src, expected_min_bytes=4)
+    with pytest.raises(ParseError, match=r"the sweep starts at 8 B, expected 4 B"):
+        imb.parse(cut(src, r"^ +4 .*\n"), expected_min_bytes=4)
+    with pytest.raises(ParseError, match=r"the sweep starts at 4 B, expected 0 B"):
+        imb.parse(cut(src, r"^ +0 .*\n"), expected_min_bytes=4)
+    src = RAW / "local/netpipe/openmpi-shm_8-4194304/rep-1.out"
+    assert netpipe.parse(src, expected_min_bytes=8)
+    with pytest.raises(ParseError, match=r"line \d+: the sweep starts at 8 bytes, expected 12"):
+        netpipe.parse(src, expected_min_bytes=12) and None
+    for b, s in ((osu.BENCHMARK, {"test": "osu_bw", "min_bytes": 1, "max_bytes": 64, "ranks": 2}),
+                 (imb.BENCHMARK, {"test": "PingPong", "min_log2": 2, "max_log2": 6}),
+                 (netpipe.BENCHMARK, {"min_bytes": 8, "max_bytes": 64})):
+        assert {"min_bytes", "max_bytes"} <= set(b.expected(s, []))
+
+
+def test_a_summary_field_or_a_wrapper_line_printed_twice_is_rejected(tmp_path):
+    npb = RAW / "local/npb/openmpi-shm_cg.W_n2/rep-1.out"
+    total = re.compile(r"^( Mop/s total\s+=\s+)(\S+)\n", re.M)
+    value = total.search(npb.read_text()).group(2)
+    _reject(tmp_path, npb, lambda t: total.sub(r"\g<0>\g<1>9999.99\n", t),
+            rf"summary field 'Mop/s total' appears twice \('{value}', then '9999.99'\): a garbled summary")
+    foam = RAW / "local/openfoam/openmpi-shm_r100_t100_n2/rep-1.out"
+    _reject(tmp_path, foam, lambda t: t.replace("\nend\n", "\nwall_s 0.1\nend\n"),
+            r"line \d+: the wrapper's 'wall_s' line appears twice")

@@ -289,7 +289,11 @@ def test_osu_sizes_must_increase(tmp_path):
     lines = GOOD_OSU.read_text().splitlines(keepends=True)
     i = next(i for i, line in enumerate(lines) if line.startswith("256 "))
     lines[i], lines[i + 1] = lines[i + 1], lines[i]
-    with pytest.raises(ParseError, match="does not increase"):
+    with pytest.raises(ParseError, match="size 512 B after 128 B, expected 256 B"):
+        osu.parse(_write(tmp_path, "".join(lines)))
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    lines[i + 1] = lines[i]                 # 256 twice
+    with pytest.raises(ParseError, match="size 256 does not increase"):
         osu.parse(_write(tmp_path, "".join(lines)))
 
 

@@ -18,7 +18,10 @@ Each campaign's ``summary.csv`` is then summarized again from its tables
 and rewritten the same way, when the new columns are ones it groups by.
 
 ``--check`` rewrites nothing and exits 1 if a table or a summary lacks a
-column.
+column.  ``--verify`` rewrites nothing and re-parses every table, current or
+not: it exits 1 if a table's rows or its rejected outputs would change (run
+it after any parser change: a stricter parser must not drop an archived
+measurement it accepted before).
 """
 
 from __future__ import annotations
@@ -77,6 +80,23 @@ def migrate(table: Path, check: bool) -> str:
     return "rewritten"
 
 
+def verify(table: Path) -> str:
+    """``same`` when today's parsers give the table's rows and its rejected outputs again, else what differs."""
+    old = pd.read_csv(table, dtype=str, keep_default_na=False)
+    new, rejected = parse_outputs(raw_outputs(table, old))
+    again = pd.read_csv(io.StringIO(new.to_csv(index=False)), dtype=str, keep_default_na=False)
+    kept = [c for c in old.columns if c in again.columns]
+    before = table.with_name("rejected.csv")
+    was = set(pd.read_csv(before)["raw_path"]) if before.is_file() and before.stat().st_size else set()
+    now = set(rejected["raw_path"]) if not rejected.empty else set()
+    if len(again) != len(old) or as_rows(again, kept) != as_rows(old, kept):
+        return f"differs   {len(old)} rows, now {len(again)}"
+    if was != now:
+        return (f"differs   rejected now: {', '.join(sorted(now - was)) or 'none'}; "
+                f"accepted now: {', '.join(sorted(was - now)) or 'none'}")
+    return "same"
+
+
 def migrate_summary(summary: Path, check: bool) -> str:
     """A campaign's summary.csv, summarized again from its (migrated) tidy tables when the schema gained a
     column it groups by; rewritten only if every column it had comes out the same."""
@@ -98,10 +118,17 @@ def migrate_summary(summary: Path, check: bool) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--verify", action="store_true", help="re-parse every table; rewrite nothing")
     ap.add_argument("root", nargs="?", default="data/results")
     args = ap.parse_args()
     os.chdir(ROOT)                     # raw paths in the rows are relative to the checkout
     bad = 0
+    if args.verify:
+        for table in sorted(Path(args.root).glob("*/*/tidy.csv")):
+            status = verify(table)
+            print(f"{status:9} {table}")
+            bad += status != "same"
+        return 1 if bad else 0
     for table in sorted(Path(args.root).glob("*/*/tidy.csv")):
         status = migrate(table, args.check)
         print(f"{status:9} {table}")

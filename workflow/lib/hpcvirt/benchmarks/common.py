@@ -69,6 +69,24 @@ def check_no_mpi_error(path: str | Path, text: str, pattern: re.Pattern[str] = M
         raise ParseError(path, f"the run failed (launcher/MPI error text at line {lineno}: {line!r})")
 
 
+def check_doubling(path: str | Path, sizes: list[tuple[str, int]], first: int | None = None) -> None:
+    """The message sizes of a sweep that doubles (OSU, IMB), each with where
+    it was printed (``"line 12"``): every size twice the one before, or a
+    power of two after 0.  A size that does not follow is a result line
+    lost or repeated in the middle of the sweep, which an end-of-sweep check
+    cannot see.  ``first``: the size the run was asked to start at."""
+    if first is not None and sizes and sizes[0][1] != first:
+        where, size = sizes[0]
+        raise ParseError(path, f"{where}: the sweep starts at {size} B, expected {first} B (a result line is missing)")
+    for (_, previous), (where, size) in zip(sizes, sizes[1:]):
+        if size <= previous:
+            raise ParseError(path, f"{where}: size {size} does not increase (previous {previous})")
+        if size != 2 * previous if previous else size & (size - 1):
+            wanted = f"{2 * previous} B" if previous else "a power of two"
+            raise ParseError(path, f"{where}: size {size} B after {previous} B, expected {wanted}: "
+                                   "a result line is missing in the middle of the sweep")
+
+
 def ranks_text(rows) -> str:
     """The rank counts of tidy rows as the text names them (``1, 2 and 4``), or ``none``."""
     from ..labels import and_list
@@ -94,8 +112,15 @@ class WrapperOutput:
 
     def fields(self, path: str | Path, text: str) -> dict[str, str | None]:
         """The wrapper's lines, key -> value (None for ``end``); ParseError
-        when the header is missing (not an output of the wrapper)."""
-        fields = {m.group(1): m.group(2) for m in self.field_re.finditer(text)}
+        when the header is missing (not an output of the wrapper) or a line
+        appears twice."""
+        fields: dict[str, str | None] = {}
+        for m in self.field_re.finditer(text):
+            if m.group(1) in fields:
+                line = text.count("\n", 0, m.start()) + 1
+                raise ParseError(path, f"line {line}: the wrapper's {m.group(1)!r} line appears twice "
+                                       f"(two runs' outputs in one file, or a garbled output)")
+            fields[m.group(1)] = m.group(2)
         if fields.get(self.header) != "1":
             raise ParseError(path, f"no '{self.header} 1' header: not an output of {self.script}")
         return fields

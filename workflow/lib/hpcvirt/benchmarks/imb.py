@@ -23,9 +23,11 @@ with ``variant`` = the IMB benchmark name and ``iteration_count`` =
 
 ParseError for: launcher/MPI error text; no table for the benchmark (e.g.
 "Benchmark PingPong invalid for 1 processes"); a row that is not complete
-and numeric; sizes that do not increase; no ``All processes entering
+and numeric; sizes that do not double from row to row (a row lost in the
+middle of the sweep); no ``All processes entering
 MPI_Finalize`` line (the run was cut); and, with ``expected``, another
-benchmark or a sweep that ends before ``max_bytes``.
+benchmark or a sweep that starts after ``min_bytes`` or ends before
+``max_bytes``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .base import Benchmark, Choices, Counterpart, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
-from .common import check_no_mpi_error, error_re, read_text
+from .common import check_doubling, check_no_mpi_error, error_re, read_text
 
 TITLE_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks (?P<version>\S+), MPI-1 part", re.M)
 BLOCK_RE = re.compile(r"^# Benchmarking (?P<name>\w+)\s*$", re.M)
@@ -46,7 +48,8 @@ ERROR_RE = error_re(r"!! Benchmark \w+ invalid", r"Invalid benchmark name")
 END = "# All processes entering MPI_Finalize"
 
 
-def parse(path, *, benchmark: str | None = None, expected_max_bytes: int | None = None) -> list[Measurement]:
+def parse(path, *, benchmark: str | None = None, expected_max_bytes: int | None = None,
+          expected_min_bytes: int | None = None) -> list[Measurement]:
     text = read_text(path)
     check_no_mpi_error(path, text, ERROR_RE)
     title = TITLE_RE.search(text)
@@ -70,7 +73,7 @@ def parse(path, *, benchmark: str | None = None, expected_max_bytes: int | None 
         unknown = [c for c in cols if c not in COLUMNS]
         if unknown:
             raise ParseError(path, f"IMB {name}: unknown columns {unknown}")
-        last = -1
+        sizes: list[tuple[str, int]] = []
         for ln in body[body.index(header.string) + 1:]:
             if not ln.strip() or ln.startswith("#"):
                 continue
@@ -78,15 +81,18 @@ def parse(path, *, benchmark: str | None = None, expected_max_bytes: int | None 
             if not ROW_RE.match(ln) or len(cells) != len(cols) + 2:
                 raise ParseError(path, f"IMB {name}: a row is cut or malformed: {ln.strip()!r}")
             size, reps = int(cells[0]), int(cells[1])
-            if size <= last:
-                raise ParseError(path, f"IMB {name}: size {size} does not increase (previous {last})")
-            last = size
+            sizes.append((f"IMB {name}, row {ln.strip()!r}", size))
+            check_doubling(path, sizes[-2:])
             for col, value in zip(cols, cells[2:]):
                 metric, unit = COLUMNS[col]
                 if metric == "bandwidth" and size == 0:
                     continue               # 0 bytes in t: no bandwidth
                 out.append(Measurement("imb", metric, unit, float(value), msg_bytes=size, iteration_count=reps,
                                        variant=name, extra={"suite_version": title["version"]}))
+        if expected_min_bytes is not None:   # IMB's 0-byte row, then -msglog's first size
+            check_doubling(path, sizes[:1], 0)
+            check_doubling(path, sizes[1:2], expected_min_bytes)
+        last = sizes[-1][1] if sizes else -1
         if expected_max_bytes is not None and last < expected_max_bytes:
             raise ParseError(path, f"truncated: IMB {name} stopped at {last} bytes, expected up to "
                                    f"{expected_max_bytes} bytes")
@@ -177,7 +183,8 @@ class IMB(Benchmark):
                 "mirror copy")))
     counterparts = (Counterpart("IMB PingPong", r"\citet{exposito2012}, ping-pong (Figs.~4--5)",
                                 "same tool; loopback, bridge, guests"),)
-    success = ("a complete table for the benchmark up to 2^max_log2 bytes and the line "
+    success = ("a complete table for the benchmark, 0 bytes and then every power of two from 2^min_log2 to "
+               "2^max_log2 bytes, and the line "
                "'All processes entering MPI_Finalize', with no launcher/MPI error text")
     views = (View("agreement", "tidy", agreement, "Per testbed, MPI and path: IMB PingPong against NetPIPE, latency "
                   "at the paper's message size and peak bandwidth, and their ratios.", ("latency_bytes",),
@@ -193,10 +200,11 @@ class IMB(Benchmark):
         return Job(argv, mpi=s["mpi"], ranks=2, block=1 if s["path"] == "net" else 2, path=s["path"])
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
-        return {"test": s["test"], "max_bytes": 2 ** s["max_log2"]}
+        return {"test": s["test"], "min_bytes": 2 ** s["min_log2"], "max_bytes": 2 ** s["max_log2"]}
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
-        return parse(raw, benchmark=expected.get("test"), expected_max_bytes=expected.get("max_bytes"))
+        return parse(raw, benchmark=expected.get("test"), expected_max_bytes=expected.get("max_bytes"),
+                     expected_min_bytes=expected.get("min_bytes"))
 
 
 BENCHMARK = IMB()

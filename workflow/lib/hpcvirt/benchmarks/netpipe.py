@@ -16,8 +16,10 @@ digits than the printed bandwidth (slow links; NetPIPE even prints
 
 ParseError is raised for an empty output, a launcher/MPI error, a line that
 looks like a result but does not parse (a cut line), sizes that do not
-increase, no result lines, and -- when ``expected_max_bytes`` is given -- a
-sweep that stopped before that size (truncation).
+increase, a gap in NetPIPE's numbering of its lines (a line lost in the
+middle of the sweep), no result lines, and -- when ``expected_min_bytes`` or
+``expected_max_bytes`` is given -- a sweep that started after or stopped
+before that size (truncation).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ MIBIT_PER_MBIT = 1.048576
 RESULT_START_RE = re.compile(r"^\s*\d+:\s+\d+ bytes")
 
 
-def parse(path, *, expected_max_bytes: int | None = None, benchmark: str = "netpipe") -> list[Measurement]:
+def parse(path, *, expected_max_bytes: int | None = None, expected_min_bytes: int | None = None,
+          benchmark: str = "netpipe") -> list[Measurement]:
     text = read_text(path)
     check_no_mpi_error(path, text)
     out: list[Measurement] = []
@@ -54,6 +57,11 @@ def parse(path, *, expected_max_bytes: int | None = None, benchmark: str = "netp
         size = int(m["bytes"])
         if size <= last:
             raise ParseError(path, f"line {lineno}: size {size} does not increase (previous {last})")
+        if int(m["idx"]) != len(out) // 2:   # NetPIPE numbers its result lines from 0
+            raise ParseError(path, f"line {lineno}: result {m['idx']} follows result {len(out) // 2 - 1}: "
+                                   "a result line is missing")
+        if not out and expected_min_bytes is not None and size != expected_min_bytes:
+            raise ParseError(path, f"line {lineno}: the sweep starts at {size} bytes, expected {expected_min_bytes}")
         last = size
         times = int(m["times"])
         usec, mbps = float(m["usec"]), float(m["mbps"])
@@ -105,8 +113,8 @@ class NetPIPE(Benchmark):
         Counterpart("NetPIPE per data path", r"\citet{nanos2010}, bridged vs.\ IOV; \citet{richter2015}, GRE",
                     "macvlan for IOV, VXLAN for GRE"),
     )
-    success = ("every size from min_bytes to max_bytes has a complete result line, sizes increase, "
-               "and no launcher/MPI error text appears")
+    success = ("every size from min_bytes to max_bytes has a complete result line, numbered without a gap, "
+               "sizes increase, and no launcher/MPI error text appears")
 
     def job(self, s: dict, entry: dict) -> Job:
         argv = [entry["binary"], "-l", str(s["min_bytes"]), "-u", str(s["max_bytes"]), "-p", "0", "-o", "/dev/null"]
@@ -117,7 +125,7 @@ class NetPIPE(Benchmark):
         return {"max_bytes": s["max_bytes"], "min_bytes": s["min_bytes"]}
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
-        return parse(raw, expected_max_bytes=expected.get("max_bytes"))
+        return parse(raw, expected_max_bytes=expected.get("max_bytes"), expected_min_bytes=expected.get("min_bytes"))
 
 
 BENCHMARK = NetPIPE()

@@ -40,7 +40,8 @@ count; there active = total.
 :class:`~hpcvirt.tidy.ParseError` is raised when there is no result summary
 (run cut, killed, interrupted, wrong process count, MPI_Abort), a summary
 field is missing or not a number, Verification is not SUCCESSFUL, the class
-is ``U`` (unverifiable, non-standard input), or the file contains any MPI /
+is ``U`` (unverifiable, non-standard input), a field it reads is printed
+twice, or the file contains any MPI /
 launcher / benchmark error text, even next to a complete summary.
 """
 
@@ -74,6 +75,8 @@ REQUIRED = (
     "Verification",
     "Version",
 )
+# the fields the rows are made of: one of them printed twice is refused
+READ = (*REQUIRED, "Active processes", "Compiled procs")
 
 
 def _number(path: Path, fields: dict[str, str], key: str, pattern: re.Pattern[str]) -> str:
@@ -101,7 +104,11 @@ def parse(path) -> list[Measurement]:
     for line in content[completed[0].end() :].splitlines():
         m = FIELD_RE.match(line)
         if m:
-            fields.setdefault(m.group("key"), m.group("value"))
+            key = m.group("key")
+            if key in fields and key in READ:
+                raise ParseError(path, f"summary field {key!r} appears twice ({fields[key]!r}, then "
+                                       f"{m.group('value')!r}): a garbled summary")
+            fields.setdefault(key, m.group("value"))
     missing = [key for key in REQUIRED if key not in fields]
     if missing:
         raise ParseError(path, f"result summary lacks {', '.join(missing)} (output cut?)")

@@ -48,8 +48,9 @@ and, when printed, ``datatype`` (e.g. "MPI_CHAR").
 no column header or no data rows; contains any MPI / launcher error text
 (even if rows were parsed); has an unknown column; has a row that is not
 complete and numeric (including a last line without its newline, i.e. a cut
-file); has message sizes that are not strictly increasing; or, when
-``expected_max_bytes`` is given, ends before that size.  Unrecognised lines
+file); has message sizes that do not double from row to row (a row lost in
+the middle of the sweep) or, with ``expected_min_bytes``, do not start at
+that size; or, when ``expected_max_bytes`` is given, ends before that size.  Unrecognised lines
 before the title (e.g. loader warnings) are ignored; after the column header
 only data rows and blank lines are allowed.
 """
@@ -60,7 +61,7 @@ import re
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .common import check_no_mpi_error, error_re
+from .common import check_doubling, check_no_mpi_error, error_re
 from .base import Benchmark, Choices, Counterpart, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
 
 TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
@@ -129,7 +130,8 @@ def _columns(path: Path, text: str) -> list[tuple[str | None, str | None]]:
     return found
 
 
-def parse(path, *, expected_max_bytes: int | None = None, expected_pairs: int | None = None) -> list[Measurement]:
+def parse(path, *, expected_max_bytes: int | None = None, expected_pairs: int | None = None,
+          expected_min_bytes: int | None = None) -> list[Measurement]:
     """Parse one OMB output file into measurements (see module docstring)."""
     path = Path(path)
     content = path.read_text(errors="replace")
@@ -180,9 +182,7 @@ def parse(path, *, expected_max_bytes: int | None = None, expected_pairs: int | 
         raise ParseError(path, "no data rows")
 
     sizes = [int(cells[0]) for _, cells in rows]
-    for (lineno, _), previous, size in zip(rows[1:], sizes, sizes[1:]):
-        if size <= previous:
-            raise ParseError(path, f"line {lineno}: size {size} does not increase (previous {previous})")
+    check_doubling(path, [(f"line {lineno}", size) for (lineno, _), size in zip(rows, sizes)], expected_min_bytes)
     if expected_max_bytes is not None and sizes[-1] < expected_max_bytes:
         raise ParseError(
             path, f"sweep ends at {sizes[-1]} B, expected up to {expected_max_bytes} B (truncated)"
@@ -328,7 +328,8 @@ class OSU(Benchmark):
     point_to_point = PointToPoint("OSU", ("osu_latency", None, "latency_avg"), ("osu_bw", None, "bandwidth"))
     counterparts = (Counterpart(r"OSU \hvOsuTests", r"\citet{atif2016}, Fig.~1",
                                 "same tool; fewer iterations and sizes"),)
-    success = ("a title, a column header and a complete numeric row for every size up to max_bytes, "
+    success = ("a title, a column header and a complete numeric row for every size from min_bytes to max_bytes "
+               "(each twice the one before), "
                "as many pairs as asked (osu_mbw_mr), and no launcher/MPI error text")
     views = (View("multipair", "tidy", multipair, "Per testbed, MPI and path: the peak aggregate bandwidth of "
                   "osu_mbw_mr's pairs and one pair's (osu_bw), side by side, and the number of pairs.",
@@ -356,7 +357,7 @@ class OSU(Benchmark):
                    path=s["path"])
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
-        return {"max_bytes": s["max_bytes"], "test": s["test"],
+        return {"min_bytes": s["min_bytes"], "max_bytes": s["max_bytes"], "test": s["test"],
                 **({"pairs": s["ranks"] // 2} if s["test"] in MULTI_PAIR else {})}
 
     def numbers(self, rows) -> dict[str, str]:
@@ -372,7 +373,8 @@ class OSU(Benchmark):
         return out
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
-        rows = parse(raw, expected_max_bytes=expected.get("max_bytes"), expected_pairs=expected.get("pairs"))
+        rows = parse(raw, expected_max_bytes=expected.get("max_bytes"), expected_pairs=expected.get("pairs"),
+                     expected_min_bytes=expected.get("min_bytes"))
         if expected.get("test") and rows[0].benchmark != expected["test"]:
             raise ParseError(raw, f"the output is of {rows[0].benchmark}, but {expected['test']} was run")
         return rows
