@@ -46,6 +46,24 @@ def test_each_input_has_its_reference():
     assert r.loc[(SMALL, "vm", 2), "klass"] == "guests (TCG)"
 
 
+def test_the_figure_draws_per_application_the_input_most_testbeds_ran():
+    """app_panels: the rows the applications' figure draws.  A second native input that fewer testbeds ran
+    (only the reference host) is not drawn; the guests' input is, in its own panel."""
+    from hpcvirt.apps import app_panels
+
+    other = pd.DataFrame(rows("local", "none", "shm", "", 1, "2x2x2x2 x1", [1, 1, 1])
+                         + rows("local", "none", "shm", "", 2, "2x2x2x2 x1", [1, 1, 1]))
+    p = app_panels(pd.concat([other, TIDY], ignore_index=True))
+    assert set(p.loc[p["panel"] == "scaling", "variant"]) == {BIG}
+    assert set(p.loc[p["panel"] == "scaling", "testbed"]) == {"local", "bridge"}
+    assert set(p.loc[p["panel"] == "guests", "variant"]) == {SMALL}
+    assert set(p.loc[p["panel"] == "guests", "testbed"]) == {"bridge", "bridge-gbe", "vm"}
+    # the guests' input that no other testbed ran is no panel; a campaign without native runs draws its inputs
+    assert set(app_panels(TIDY[TIDY["testbed"].isin(["local", "vm"])])["panel"]) == {"scaling"}
+    alone = app_panels(TIDY[TIDY["variant"] == SMALL])
+    assert set(alone["panel"]) == {"scaling"} and set(alone["testbed"]) == {"bridge", "bridge-gbe", "vm"}
+
+
 def test_the_vm_native_ratio_pairs_rounds_on_the_same_input():
     v = app_vm_ratio(TIDY)
     assert len(v) == 1

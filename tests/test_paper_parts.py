@@ -346,6 +346,14 @@ def test_report_labels_name_what_each_figure_shows(tmp_path):
     app_speedup(tidy).to_csv(tmp_path / "app_speedup.csv", index=False)
     speed = report_labels(by_name("speedup"), [tmp_path / "app_speedup.csv"], study["campaign"], kinds)
     assert speed["testbeds"] == "2" and speed["virtualization"] == "netns-bridge, none", speed
+    # the applications' figure: the testbeds of the inputs it draws (its view app_panels), each in a panel
+    from hpcvirt.apps import app_panels
+
+    panels = app_panels(tidy)
+    panels.to_csv(tmp_path / "app_panels.csv", index=False)
+    apps = report_labels(by_name("apps"), [tmp_path / "app_panels.csv"], study["campaign"], kinds)
+    assert apps["testbeds"] == str(panels["testbed"].nunique()) and apps["guests"] == "TCG (emulation)", apps
+    assert panels.groupby(["panel", "benchmark"])["variant"].nunique().eq(1).all()   # one input a panel
     ctr = study["paper"]["containers_campaign"]
     labels = report_labels(by_name("containers"), [ROOT / "data/results" / ctr / "container_ratios.csv"], ctr)
     assert labels["testbeds"] == "2", labels

@@ -95,6 +95,33 @@ def app_speedup(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.Dat
     return r[keep].reset_index(drop=True)
 
 
+def app_panels(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
+    """The rows of :func:`app_scaling` that the applications' figure draws, with their ``panel``:
+    ``scaling``, per application the input against the native shared-memory run that the most testbeds ran
+    (then the most configurations; the first by name on a tie), over the rank count; ``guests``, the inputs
+    against the unlimited bridge (the guests' small inputs) that another testbed ran too.  A campaign
+    without native shared-memory runs draws every application's input against its own reference."""
+    r = app_scaling(tidy, times)
+    if r.empty:
+        return r.assign(panel=pd.Series(dtype=str))
+    native = r["reference"].str.contains("shared memory")
+    small = r[r["reference"].str.contains("unlimited bridge")] if native.any() else r.iloc[0:0]
+    small = small[small.groupby(["benchmark", "variant"])["testbed"].transform("nunique") > 1]
+    return pd.concat([_one_input(r[native] if native.any() else r).assign(panel="scaling"),
+                      _one_input(small).assign(panel="guests")], ignore_index=True)
+
+
+def _one_input(r: pd.DataFrame) -> pd.DataFrame:
+    """Per application, the rows of the input the most testbeds ran (then the most rows; the first by name)."""
+    if r.empty:
+        return r
+    size = r.groupby(["benchmark", "variant"]).agg(testbeds=("testbed", "nunique"), rows=("testbed", "size"))
+    size = size.reset_index().sort_values(["benchmark", "testbeds", "rows", "variant"],
+                                          ascending=[True, False, False, True])
+    chosen = set(size.drop_duplicates("benchmark")[["benchmark", "variant"]].itertuples(index=False, name=None))
+    return r[[k in chosen for k in r[["benchmark", "variant"]].itertuples(index=False, name=None)]]
+
+
 def app_vm_ratio(tidy: pd.DataFrame, times: dict[str, str] = APP_TIMES) -> pd.DataFrame:
     """Per application input and guest configuration: the VM/native time
     ratio T(guests) / T(namespace hosts over the unlimited bridge) on the same

@@ -32,6 +32,8 @@ GENERIC: tuple[View, ...] = (
          "time, and performance relative to its reference, paired by round."),
     View("app_speedup", "tidy", apps.app_speedup, "The rows of app_scaling that are a speed-up over the input's "
          "one-rank shared-memory run, natively and across the unlimited bridge."),
+    View("app_panels", "tidy", apps.app_panels, "The rows of app_scaling the applications' figure draws: per "
+         "application the input most testbeds ran against the native shared-memory run, and the guests' inputs."),
 )
 VIEWS: tuple[View, ...] = GENERIC + tuple(REGISTRY.views())
 
