@@ -139,6 +139,7 @@ FROM ?=
 LAYER ?=
 FROM_CONFIG = $(if $(filter containers,$(FIGURE)),--config 'paper={"containers_campaign": "$(FROM)"}',--config campaign=$(FROM) 'paper={"datapaths_campaign": "$(FROM)"}')
 figure: deps
+	@test -z "$(LAYER)" || test -f "$(LAYER)" || { echo "make figure: LAYER=$(LAYER): no such file (the study layer the campaign was measured with, e.g. config/tiny.yaml or .hpcvirt/remeasure-$(FIGURE).yaml)" >&2; exit 2; }
 	@PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures $(FIGURE) $(FROM)
 	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(LAYER)),--configfile $(LAYER)) $(if $(strip $(FROM)),$(FROM_CONFIG))
 	@echo "hpcvirt: paper/figures/$(FIGURE).pdf"
@@ -154,7 +155,8 @@ remeasure: deps-study
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf --configfile .hpcvirt/remeasure-$(FIGURE).yaml --config campaign=$(REMEASURE_CAMPAIGN)
 	@echo "hpcvirt: paper/figures/$(FIGURE).pdf drawn from the new campaign $(REMEASURE_CAMPAIGN) (make figure FIGURE=$(FIGURE) FROM=$(REMEASURE_CAMPAIGN) LAYER=.hpcvirt/remeasure-$(FIGURE).yaml draws it again)"
 
-dry-run: deps-study
+# Plans only: the venv, not the study's Debian packages (the jobs' own checks need those, not the plan).
+dry-run: deps
 	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN) 'paper={"datapaths_campaign": "$(CAMPAIGN)"}' $(SUBSET)
 
 lint: deps

@@ -568,6 +568,11 @@ def test_make_figure_names_what_it_cannot_redraw_and_never_measures(tmp_path):
     assert res.returncode != 0 and f"this command redraws from campaign {older}'s results and measures nothing, " \
         "but the campaign lacks" in res.stderr, res.stderr[-3000:]
     assert not list((work / "logs").glob("measure*")) and "rule measure" not in res.stdout
+    # a study layer that does not exist: named by make, before Snakemake (whose own message is a traceback)
+    res = subprocess.run(["make", "-o", "deps", "figure", "FIGURE=pingpong", "LAYER=no-such-layer.yaml"], cwd=work,
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "make figure: LAYER=no-such-layer.yaml: no such file" in res.stderr, res.stderr
+    assert "snakemake" not in res.stdout
 
 
 def test_remeasuring_a_figure_plans_only_what_it_draws(tmp_path):
