@@ -155,8 +155,9 @@ remeasure: deps-study
 	snakemake $(PROFILE) paper/figures/$(FIGURE).pdf --configfile .hpcvirt/remeasure-$(FIGURE).yaml --config campaign=$(REMEASURE_CAMPAIGN)
 	@echo "hpcvirt: paper/figures/$(FIGURE).pdf drawn from the new campaign $(REMEASURE_CAMPAIGN) (make figure FIGURE=$(FIGURE) FROM=$(REMEASURE_CAMPAIGN) LAYER=.hpcvirt/remeasure-$(FIGURE).yaml draws it again)"
 
-# Plans only: the venv, not the study's Debian packages (the jobs' own checks need those, not the plan).
-dry-run: deps
+# The study's Debian packages too: the plan asks QEMU whether the guests can run under KVM (without
+# QEMU it would plan emulated guests, and so fewer experiments, where the real run would have KVM).
+dry-run: deps-study
 	snakemake $(PROFILE) -n --config campaign=$(CAMPAIGN) 'paper={"datapaths_campaign": "$(CAMPAIGN)"}' $(SUBSET)
 
 lint: deps
