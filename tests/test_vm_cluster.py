@@ -107,3 +107,26 @@ def test_npb_on_the_vm_cluster_is_timed_against_the_sites_same_path_one_path_at_
     got = {(x.testbed, x.interconnect, x.reference): round(x.ratio, 6) for x in r.itertuples()}
     assert got == {("example-cloud", "tcp", "example-site"): 1.25, ("example-site", "shm", "example-site"): 1.0,
                    ("example-site", "tcp", "example-site"): 1.0}
+
+
+def test_the_applications_table_of_a_site_and_its_vm_cluster_names_their_classes():
+    """MILC rows of the archive given to a bare-metal site (its shared memory, and between its nodes) and to a
+    VM cluster: the applications' table labels them by what they are, not by this host's stand-ins."""
+    from hpcvirt.labels import interconnect_class
+    from hpcvirt.tables import apps_tex
+
+    study = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=TESTBEDS)[0]
+    res = ROOT / "data/results" / study["campaign"]
+    tidy = pd.concat([pd.read_csv(res / f"{tb}/tidy.csv") for tb in ("local", "bridge")], ignore_index=True)
+    milc = tidy[(tidy["benchmark"] == "milc") & (tidy["variant"] == "6x6x8x8 x1")]
+    shm = milc[milc["testbed"] == "local"].assign(testbed="example-site")
+    net = milc[milc["testbed"] == "bridge"]
+    assert len(shm) and len(net)
+    site = net.assign(testbed="example-site", kind="native", virtualization="none", link="")
+    cloud = net.assign(testbed="example-cloud", kind="vm-cluster", virtualization="vm-kvm", link="")
+    tex = apps_tex(pd.concat([shm, site, cloud], ignore_index=True))
+    assert "& network & 2 &" in tex and "& VM cluster (kvm) & 2 &" in tex, tex
+    assert "the testbeds' own paths" in tex and "InfiniBand" not in tex and "guests" not in tex
+    assert "rounds are paired by index" in tex
+    assert interconnect_class("vm-kvm", "shm", "") == "VM cluster (kvm), shared memory"
+    assert interconnect_class("none", "tcp", "") == "network"

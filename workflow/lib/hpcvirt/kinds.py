@@ -73,9 +73,11 @@ class VmCluster(Native):
     testbed of the campaign (between nodes against between nodes)."""
 
     name = "vm-cluster"
+    #: its rows' virtualization label is this and the hypervisor
+    label_prefix = "vm-"
 
     def _virtualization(self) -> str:
-        return f"vm-{self.tb['hypervisor']}"
+        return f"{self.label_prefix}{self.tb['hypervisor']}"
 
 
 class TwoHost(Kind):
@@ -116,6 +118,13 @@ def guest_accel(virtualization) -> str:
     (``qemu-tcg+apptainer`` -> ``tcg``); empty for any other label."""
     label = str(virtualization or "").split("+")[0]
     prefix = f"{Qemu.name}-"
+    return label[len(prefix):] if label.startswith(prefix) else ""
+
+
+def cluster_hypervisor(virtualization) -> str:
+    """The hypervisor in a tidy row's virtualization label when its ranks ran on a VM cluster
+    (``vm-kvm`` -> ``kvm``); empty for any other label."""
+    label, prefix = str(virtualization or "").split("+")[0], VmCluster.label_prefix
     return label[len(prefix):] if label.startswith(prefix) else ""
 
 

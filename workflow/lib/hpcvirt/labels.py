@@ -109,10 +109,12 @@ def rate_label(link_part: str) -> str:
 def interconnect_class(virtualization: str, interconnect: str, link: str | None) -> str:
     """The interconnect class a configuration stands for, from its tidy
     columns: ``shared memory``, ``TCP loopback``, ``bridge, 1 Gbit/s``,
-    ``guests (TCG)``, ..."""
+    ``guests (TCG)``, ``network`` (a bare-metal cluster's), ``VM cluster (kvm)``, ..."""
     v, link = str(virtualization), (link if isinstance(link, str) else "")
-    if v == "none":
-        return {"shm": "shared memory", "tcp-loopback": "TCP loopback"}.get(interconnect, interconnect)
+    if v == "none":   # a bare-metal cluster's path between its nodes is its network
+        return {"shm": "shared memory", "tcp-loopback": "TCP loopback", "tcp": "network"}.get(interconnect, interconnect)
+    if kinds.cluster_hypervisor(v):
+        return f"VM cluster ({kinds.cluster_hypervisor(v)}){', shared memory' if interconnect == 'shm' else ''}"
     where = "guests" if is_vm(v) else "bridge" if kinds.is_bridge(v) else v
     rate = rate_label(link) if link else ""
     return f"{where}, {rate}" if rate else (f"{where} (TCG)" if is_emulated(v) else where)
