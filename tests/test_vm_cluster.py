@@ -130,3 +130,6 @@ def test_the_applications_table_of_a_site_and_its_vm_cluster_names_their_classes
     assert "rounds are paired by index" in tex
     assert interconnect_class("vm-kvm", "shm", "") == "VM cluster (kvm), shared memory"
     assert interconnect_class("none", "tcp", "") == "network"
+    from hpcvirt.labels import datapath_label
+
+    assert datapath_label("vm-kvm", "") == "VM cluster (kvm)" and datapath_label("qemu-kvm", "") == "guests"

@@ -128,6 +128,8 @@ def datapath_label(virtualization, link) -> str:
     v, link = str(virtualization), (link if isinstance(link, str) else "")
     if v.startswith("none"):
         return "loopback"
+    if kinds.cluster_hypervisor(v):      # a site's or a cloud's VMs: their own network, not the project's link
+        return f"VM cluster ({kinds.cluster_hypervisor(v)})"
     parts = [p.strip() for p in link.split(",") if p.strip()]
     where = next((_LINK_PATH[p] for p in parts if p in _LINK_PATH), "guests" if is_vm(v) else "bridge")
     return ", ".join([where, *(rate_label(p) for p in parts if p.startswith("rate "))])
