@@ -124,16 +124,21 @@ def test_a_campaign_with_too_few_rounds_decides_no_stability():
     both = claims.stability(five, {"three": three, "flips": flips, "straddles": straddles}).iloc[0]
     assert (both["decided"], both["agree"], bool(both["stable"])) == (3, 1, False)
     assert claims.stability_text(both) == "1 of 3 campaigns agree: unstable"
-    # the text marks an unstable verdict where it states it (\claimunstable in paper/main.tex)
+    # a verdict carries, where the text states it, whether the other campaigns agree and its coverage
+    # (\claimnote in paper/main.tex); five rounds: an interval of 93.8 % coverage
     cid = five["claim"].iloc[0]
-    assert "hvclaimunst@" not in macros
-    assert (f"\\@namedef{{hvclaimunst@{cid}}}{{1 of 3 campaigns agree}}"
+    assert f"\\@namedef{{hvclaimnote@{cid}}}{{alone, 93.8\\,\\%}}" in macros
+    assert (f"\\@namedef{{hvclaimnote@{cid}}}{{unstable: 1/3, 93.8\\,\\%}}"
             in claims_tex.tex_macros(five.merge(pd.DataFrame([both]), on="claim")))
+    stable = claims.stability(five, {"again": claims.evaluate(claim, _tidy({"a": [1, 2, 3, 2, 1], "b": [10] * 5}),
+                                                              "again")}).iloc[0]
+    assert (f"\\@namedef{{hvclaimnote@{cid}}}{{2/2, 93.8\\,\\%}}"
+            in claims_tex.tex_macros(five.merge(pd.DataFrame([stable]), on="claim")))
     main = (ROOT / "paper/main.tex").read_text()
-    assert main.count("\\claimunstable{#1}") == 2       # in \claimverdict and in \claimsays
+    assert main.count("\\claimnote{#1}") == 2       # in \claimverdict and in \claimsays
     # a campaign that does not decide the claim (too few rounds) has no verdict to mark, whatever the others say
     few = claims.stability(three, {"five": five, "flips": flips})
-    assert "hvclaimunst@" not in claims_tex.tex_macros(three.merge(few, on="claim"))
+    assert "hvclaimnote@" not in claims_tex.tex_macros(three.merge(few, on="claim"))
     # a campaign that does not decide here is neither stable nor agreeing, whatever the others say
     none = claims.stability(three, {"five": five}).iloc[0]
     assert (none["decided"], none["agree"], bool(none["stable"])) == (1, 0, False)

@@ -27,6 +27,18 @@ def value_text(r, unit=tex) -> str:
             f"{(' ' + unit(u)) if u else ''}{' (one round)' if one else ''}")
 
 
+def verdict_note(row, verdicts: pd.DataFrame) -> str:
+    """What a decided verdict carries where the text states it: how many of the campaigns that decide the
+    claim give it (``4/4``, ``unstable: 8/11``; ``alone`` when no other campaign decides it) and the lowest
+    coverage of its checks' intervals (``, 93.8\\,\\%``; none when every check has one round)."""
+    if row["decided"] >= 2:
+        agree = f"{'' if row['stable'] else 'unstable: '}{int(row['agree'])}/{int(row['decided'])}"
+    else:
+        agree = "alone"
+    checks = verdicts[(verdicts["claim"] == row["claim"]) & verdicts["median"].notna() & (verdicts["n"] >= 2)]
+    return agree + (f", {fmt_g(100 * checks['ci_level'].min())}\\,\\%" if len(checks) else "")
+
+
 def tex_macros(verdicts: pd.DataFrame) -> str:
     """\\claimverdict{ID}, \\claimvalue{ID}{check} (median [CI]) and
     \\claimthreshold{ID}{check} (the verdict rule's threshold) for every claim."""
@@ -50,11 +62,11 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
         for _, r in verdicts.drop_duplicates("claim").iterrows():
             if stability_text(r):
                 out.append(f"\\@namedef{{hvclaimstab@{r['claim']}}}{{{stability_text(r)}}}\n")
-            if mine.get(r["claim"], False) and r["decided"] >= 2 and not r["stable"]:
-                # a verdict of this campaign that others do not share: the text marks it where it states it
-                # (\claimsays, \claimverdict); a claim this campaign does not decide has no such verdict
-                out.append(f"\\@namedef{{hvclaimunst@{r['claim']}}}{{{int(r['agree'])} of {int(r['decided'])} "
-                           "campaigns agree}\n")
+            if mine.get(r["claim"], False):
+                # a verdict of this campaign carries, where the text states it (\claimsays, \claimverdict),
+                # whether the other campaigns that decide the claim agree and its intervals' coverage; a claim
+                # this campaign does not decide has no such verdict
+                out.append(f"\\@namedef{{hvclaimnote@{r['claim']}}}{{{verdict_note(r, verdicts)}}}\n")
         # the claims this campaign decides: those whose verdict every other campaign that decides them
         # shares, those another campaign decides otherwise, and those no other campaign decides
         first = verdicts.drop_duplicates("claim").set_index("claim")

@@ -83,7 +83,12 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
             "Lat" if r["metric"] == "latency" else "Bw")
         out += [macro(k, fmt(r["ratio"])), macro(k + "Lo", fmt(r["ratio_lo"])), macro(k + "Hi", fmt(r["ratio_hi"]))]
     with_one = ((p2p["ratio_lo"] <= 1) & (p2p["ratio_hi"] >= 1)).sum()
-    out += [macro("hvCtrPairs", str(len(p2p))), macro("hvCtrPairsWithOne", str(int(with_one)))]
+    # the others: a cost of the container (its latency longer, or its bandwidth lower, the whole interval) or a gain
+    lat = p2p["metric"] == "latency"
+    cost = (lat & (p2p["ratio_lo"] > 1)) | (~lat & (p2p["ratio_hi"] < 1))
+    gain = (lat & (p2p["ratio_hi"] < 1)) | (~lat & (p2p["ratio_lo"] > 1))
+    out += [macro("hvCtrPairs", str(len(p2p))), macro("hvCtrPairsWithOne", str(int(with_one))),
+            macro("hvCtrPairsCost", str(int(cost.sum()))), macro("hvCtrPairsGain", str(int(gain.sum())))]
 
     def case(r) -> str:
         path = path_label(r["interconnect"])
@@ -95,7 +100,9 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
         m = p2p[p2p["metric"] == metric]
         if len(m):
             r = m.loc[getattr(m["ratio"], pick)()]
-            out += [macro(f"hvCtr{name}", fmt(r["ratio"])), macro(f"hvCtr{name}Case", case(r))]
+            out += [macro(f"hvCtr{name}", fmt(r["ratio"])), macro(f"hvCtr{name}Case", case(r)),
+                    macro(f"hvCtr{name}Lo", fmt(r["ratio_lo"])), macro(f"hvCtr{name}Hi", fmt(r["ratio_hi"])),
+                    macro(f"hvCtr{name}N", str(int(r["n"])))]
     npb = ratios[ratios["metric"] == "time"]
     for rt, g in npb.groupby("runtime", sort=True):
         out += [macro(f"hvCtr{camel(rt)}NpbMin", fmt(g["ratio"].min())),

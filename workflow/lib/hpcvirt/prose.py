@@ -28,7 +28,7 @@ _CLAIM_ID = r"\b(?:EXP|NAN|ATI|RAM|RIC)-\d+\b"
 ALLOWED: tuple[tuple[str, str], ...] = (
     (_CLAIM_ID, "a claim's id"),
     (r"(?:Fig\.|Figs\.|Table|and)~\d+[a-z]?", "a figure or table of a study, by its own number"),
-    (r"L3(?:/4)?|10G|IPoIB", "a name with a digit (the cache level, 10G Ethernet, IP over InfiniBand)"),
+    (r"L3(?:/4)?|10G|56G|IPoIB", "a name with a digit (the cache level, 10G and 56G Ethernet, IP over InfiniBand)"),
     (r"\$T\(1\)/T\(n\)\$", "the speed-up's definition"),
     (r"20\\,\\%", "the knee's definition: the bandwidth 20 % below its maximum (claims.yaml, at: {knee: 0.2})"),
     (r"\(1:", "the reference value of a ratio axis (1: as fast as native)"),

@@ -34,13 +34,21 @@ def results_table_tex(summary: pd.DataFrame, *, latency_bytes: int = 8) -> str:
         f"\\caption{{Latency at {fmt_bytes(latency_bytes)} (\\textmu s) and peak bandwidth (Gbit/s; at the size "
         "whose median is the highest, named): median [nonparametric CI] over $n$ repetitions; the CI's achieved "
         "coverage is "
-        f"\\hvCiLevel\\,\\% or more.{ONE_ROUND}}}\n"
+        f"\\hvCiLevel\\,\\% or more.{ONE_ROUND}{emulated_note(h['virtualization'])}}}\n"
         "\\label{tab:results}\n"
         "\\begin{tabular}{llllr}\n\\toprule\n"
         "Testbed & MPI, path & Latency & Peak bandwidth & $n$ \\\\\n\\midrule\n"
         + "\n".join(body)
         + "\n\\bottomrule\n\\end{tabular}\n\\end{table}\n"
     )
+
+
+def emulated_note(virtualizations) -> str:
+    """A caption's sentence that the emulated guests' values measure the emulator, where a row of the table
+    ran under TCG (empty otherwise)."""
+    emulated = sorted({str(v) for v in virtualizations.dropna() if is_emulated(v)})
+    return (f" {', '.join(emulated)}: guests under TCG software emulation, whose values measure the emulator, "
+            "not a hypervisor." if emulated else "")
 
 
 def _label(sel: dict) -> str:
@@ -87,7 +95,7 @@ def overheads_tex(tidy: pd.DataFrame, *, latency_bytes: int = 8) -> str:
         "\\textmu s) and peak-bandwidth ratio (subject / reference), median [CI] over $n$ interleaved rounds, "
         f"each round pairing the two configurations measured back to back"
         + (" ($^\\dagger$: on different machines, rounds paired by index, not back to back)" if apart else "")
-        + f".{ONE_ROUND}}}\n"
+        + f".{ONE_ROUND}{emulated_note(tidy['virtualization'])}}}\n"
         "\\label{tab:overheads}\n\\resizebox{\\linewidth}{!}{%\n"
         "\\begin{tabular}{llllr}\n\\toprule\n"
         "Subject & Reference & $\\Delta$ latency & Bandwidth ratio & $n$ \\\\\n\\midrule\n"
