@@ -391,3 +391,36 @@ def test_killed_rank_fails_cleanly(tag, tmp_path):
         assert p.returncode != 0
         assert "signal 9" in (out + err) or "Killed" in (out + err) or "exited" in (out + err)
     assert _leftovers(tag) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("su") or not shutil.which("qperf"),
+                    reason="needs root (to become another user), su and qperf")
+def test_a_client_server_pair_runs_in_a_namespace_of_its_own_without_root():
+    """A site's compute node gives no root: a native testbed's client and server (qperf, iperf3) then get
+    their private network namespace inside a user namespace (unshare --user --map-root-user --net), run
+    here for real as user nobody, with the system's Python (the venv may lie below root's home)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hpcvirt-nobody-") as tmp:   # pytest's own is root's only
+        os.chmod(tmp, 0o777)
+        _client_server_as_nobody(Path(tmp))
+
+
+def _client_server_as_nobody(tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT / 'workflow/lib')!r})
+        from hpcvirt.execute import execute, runner_argv
+        from hpcvirt.testbeds import Launch
+        print(runner_argv("s", "o", "st", "netns")[:4])
+        launch = Launch(argv=["qperf", "-t", "1", "127.0.0.1", "tcp_lat"], server_argv=["qperf"], server_port=19765,
+                        isolation="netns", ranks=2, nodes=1, ranks_per_node=2, mpi="none",
+                        interconnect="tcp-loopback")
+        print(execute(launch, sys.argv[1], timeout=30)["exit_code"])
+    """))
+    out = tmp_path / "out.txt"
+    res = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", f"/usr/bin/python3 {script} {out}"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert res.stdout.splitlines() == ["['unshare', '--user', '--map-root-user', '--net']", "0"], res.stderr
+    assert "latency" in out.read_text()

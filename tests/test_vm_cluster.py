@@ -133,3 +133,28 @@ def test_the_applications_table_of_a_site_and_its_vm_cluster_names_their_classes
     from hpcvirt.labels import datapath_label
 
     assert datapath_label("vm-kvm", "") == "VM cluster (kvm)" and datapath_label("qemu-kvm", "") == "guests"
+
+
+def test_a_site_plan_holds_no_one_rank_network_run_nor_more_ranks_on_a_node_than_it_offers(tmp_path):
+    """The study's NPB ranks [1, 2, 4] on paths [shm, net]: one rank has no one to send to over the network,
+    so the plan has no such configuration; a configuration that puts more ranks on a node than the testbed's
+    ranks_per_node is refused before Slurm would leave it pending; a Slurm testbed must not isolate its
+    ranks in an empty namespace (srun)."""
+    from hpcvirt.matrix import configurations
+    from hpcvirt.slurm import allocation
+
+    study, tbs = _site_and_cloud()
+    site = [c for c in configurations(study) if c.testbed == "example-site"]
+    assert any(c.benchmark == "npb" and c.settings["path"] == "net" for c in site)
+    assert not [c for c in site if c.settings.get("path") == "net" and int(c.settings.get("ranks", 2)) < 2]
+    assert allocation(tbs["example-site"], site)["tasks_per_node"] == 4
+    with pytest.raises(ValueError, match=r"testbed example-site: \d+ measurement configurations put more ranks on "
+                                         r"one node than its ranks_per_node \(2\), e\.g\. .* with 4: Slurm would "
+                                         r"not start them"):
+        allocation(dict(tbs["example-site"], ranks_per_node=2), site)
+    schema = load_schema("testbed.schema.yaml")
+    bad = tmp_path / "example-site.yaml"
+    bad.write_text((TESTBEDS / "example-site.yaml").read_text().replace("isolation: none", "isolation: netns"))
+    with pytest.raises(ConfigError, match=r"isolation: 'none' was expected \(a Slurm testbed's ranks start through "
+                                          r"srun, which cannot reach slurmd from an empty network namespace"):
+        load_testbed(bad, schema)

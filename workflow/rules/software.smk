@@ -71,8 +71,20 @@ rule preflight:
         "logs/preflight/{campaign}/{testbed}.log",
     priority: 1000000
     threads: workflow.cores
+    # on a Slurm testbed: where its measurements run (its 2-rank wire-up needs their allocation)
     resources:
         benchmark=1,
+        runtime=measurement_slurm("runtime"),
+        slurm_partition=measurement_slurm("slurm_partition"),
+        slurm_account=measurement_slurm("slurm_account"),
+        constraint=measurement_slurm("constraint"),
+        qos=measurement_slurm("qos"),
+        nodes=measurement_slurm("nodes"),
+        tasks=measurement_slurm("tasks"),
+        tasks_per_node=measurement_slurm("tasks_per_node"),
+        cpus_per_task=measurement_slurm("cpus_per_task"),
+        slurm_extra=measurement_slurm("slurm_extra"),
+        mpi=measurement_slurm("mpi"),
     params:
         timeout=120,
     message:

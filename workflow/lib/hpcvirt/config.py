@@ -95,7 +95,7 @@ def _explain(error: jsonschema.ValidationError) -> str:
         return f"{error.instance!r} does not match the allowed pattern {s['pattern']!r}{desc}"
     if v == "additionalProperties":
         return f"{error.message}; allowed keys: {sorted(s.get('properties', {}))}"
-    why = s.get("description") if isinstance(s, dict) and v in ("not", "required") else ""
+    why = s.get("description") if isinstance(s, dict) and v in ("not", "required", "const") else ""
     return (f"{error.instance!r} is not allowed here" if v == "not" else error.message) + (f" ({why})" if why else "")
 
 

@@ -28,7 +28,9 @@ def runner_argv(spec_path: str, out_path: str, status_path: str, isolation: str)
     if isolation == "netns":
         if shutil.which("unshare") is None:
             raise ExecuteError("isolation 'netns' needs unshare(1) from util-linux")
-        return ["unshare", "--net", "--", *runner]
+        # a user without root (a site's compute node): the network namespace inside a user namespace of its own
+        user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+        return ["unshare", *user, "--net", "--", *runner]
     return runner
 
 

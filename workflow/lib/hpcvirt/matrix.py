@@ -62,6 +62,8 @@ def configurations(study: dict) -> list[Configuration]:
                 continue
             left_out = tb in emulated and bench.experiment not in study["emulated_guests"]["experiments"]
             for s in bench.configurations(exp, offer, kinds.get(tb), tb):
+                if s.get("path") == "net" and int(s.get("ranks", 2)) < 2:
+                    continue    # the path between two hosts: one rank has no one to send to
                 c = Configuration(tb, bench.name, bench.raw_params(s), s)
                 if not left_out or _measured(study["campaign"], c):
                     out.append(c)

@@ -186,6 +186,9 @@ def status(study: dict, archive: str | None) -> str | None:
         return line
     seconds, unknown = estimate([_key(p, study["campaign"]) for p in missing], arch["slots"])
     by_archive = f"the archived campaign {archive} ({arch['cpu'] or 'unknown CPU'})"
+    if unknown == len(missing):      # testbeds the archive has no times of (a site's): nothing to estimate from
+        return line + (f"; no estimate of the other {len(missing)}: the archived campaign {archive} did not measure "
+                       "their testbeds")
     ratio = pace(study["campaign"], arch)
     if ratio is None:
         line += f"; the other {len(missing)}: about {_minutes(seconds)} to go, by the times of {by_archive}"

@@ -57,7 +57,16 @@ def _launcher_names(tb: dict) -> str:
 def allocation(tb: dict, configs: list[Configuration]) -> dict:
     """The allocation shape shared by the measurements ``configs`` of testbed ``tb``."""
     k = kind(tb)
-    shapes = [k.shape(REGISTRY[c.benchmark], c.settings) for c in configs if c.testbed == tb["name"]]
+    mine = [c for c in configs if c.testbed == tb["name"]]
+    shapes = [k.shape(REGISTRY[c.benchmark], c.settings) for c in mine]
+    over = [(c, p) for c, (_, _, p) in zip(mine, shapes) if p > int(tb["ranks_per_node"])]
+    if over and tb.get("executor") == "slurm":     # this host's own testbeds may oversubscribe its cores
+        c, p = over[0]
+        raise ValueError(f"testbed {tb['name']}: {len(over)} measurement configuration"
+                         f"{'s put' if len(over) > 1 else ' puts'} more ranks on one node than its ranks_per_node "
+                         f"({tb['ranks_per_node']}), e.g. {c.benchmark} {c.params} with {p}: Slurm would not "
+                         "start them (or oversubscribe the node); give the experiment fewer ranks on this testbed "
+                         "(by_testbed) or raise ranks_per_node to what a node offers")
     nodes = min(int(tb["nodes"]), max([n for _, n, _ in shapes], default=1))
     per_node = max([p for _, _, p in shapes], default=1)
     if nodes == 1:

@@ -548,9 +548,10 @@ class ClientServer(Benchmark):
         super().__init_subclass__(**kwargs)
         cls.testbed_keys = {
             "server_host": {"type": "string", "pattern": "^[A-Za-z0-9.:][A-Za-z0-9.:-]*$", "default": "127.0.0.1",
-                            "description": "Where the server listens on a one-host testbed (inside the private "
-                                           "namespace of the measurement); multi-host testbeds use the second "
-                                           "host."},
+                            "description": "Where the server listens on a native testbed (client and server in "
+                                           "a private namespace of the measurement on one node, as a non-root user "
+                                           "in a user namespace too); the project's own two-host testbeds use the "
+                                           "second host."},
             "port": {"type": "integer", "minimum": 1024, "maximum": 65535, "default": cls.port,
                      "description": "Listen port of the server."},
         }
