@@ -158,3 +158,14 @@ def test_a_site_plan_holds_no_one_rank_network_run_nor_more_ranks_on_a_node_than
     with pytest.raises(ConfigError, match=r"isolation: 'none' was expected \(a Slurm testbed's ranks start through "
                                           r"srun, which cannot reach slurmd from an empty network namespace"):
         load_testbed(bad, schema)
+
+
+def test_a_sites_openfoam_case_is_its_own():
+    """OpenFOAM's damBreak case comes from the testbed's installation (mpi.<mpi>.openfoam.case), not Debian's."""
+    from hpcvirt.benchmarks.openfoam import CASE
+    from hpcvirt.matrix import configurations
+
+    study, tbs = _site_and_cloud()
+    c = next(c for c in configurations(study) if c.testbed == "example-site" and c.benchmark == "openfoam")
+    argv = launch(c, tbs["example-site"]).argv
+    assert tbs["example-site"]["mpi"]["openmpi"]["openfoam"]["case"] in argv and CASE not in argv

@@ -133,8 +133,16 @@ class OpenFOAM(Application):
     success = ("the staging steps succeed, the solver reaches the end time and ends normally ('end'), "
                "no FOAM FATAL ERROR and no launcher error text")
 
+    testbed_keys = {
+        "case": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%][A-Za-z0-9_.,:=+/@%-]*$",
+                 "description": "The damBreak case directory of the testbed's OpenFOAM (its tutorials' "
+                                "multiphase/interFoam/laminar/damBreak/damBreak) where rank 0 sees it (default: "
+                                "Debian's openfoam-examples)."},
+    }
+
     def job(self, s: dict, entry: dict) -> Job:
-        return self.app_job([entry["binary"], CASE, str(s["refine_pct"]), f"{s['end_time_ms'] / 1000:g}"], s)
+        return self.app_job([entry["binary"], entry.get("case", CASE), str(s["refine_pct"]),
+                             f"{s['end_time_ms'] / 1000:g}"], s)
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"ranks": s["ranks"], "end_time": s["end_time_ms"] / 1000,
