@@ -624,9 +624,9 @@ def test_the_dry_run_says_how_long_a_sites_measurements_ask_for_in_all():
                        "of -t K x 10 min (choose K for the partition's time limit; without an entry each is an "
                        "allocation of its own)")
     # the example's placeholder prefixes are not on this machine: named before anything waits in a queue
-    assert note[1].startswith("example-site: 12 absolute paths of its testbed file are not on this machine: "
+    assert note[1].startswith("example-site: 13 absolute paths of its testbed file are not on this machine: "
                               "mpi.openmpi.osu.binary /opt/spack/openmpi-ucx/osu-micro-benchmarks-7.4/") and \
-        note[1].endswith("; and 9 more (replace the placeholders; a measurement whose binary the nodes lack fails "
+        note[1].endswith("; and 10 more (replace the placeholders; a measurement whose binary the nodes lack fails "
                          "there, after its wait in the queue)") and len(note) == 2
     assert allocation_note(testbeds, missing[:0]) == []          # nothing to measure: nothing to say
     # a path this machine has is not named; one of the environment is

@@ -265,6 +265,10 @@ class Counterpart:
 
 
 # --------------------------------------------------------------------- jobs
+#: A testbed key whose value reaches a command line as a value (a path, a name): never an option (no
+#: leading ``-``), no shell metacharacters (the testbed schema's ``$defs.value``).
+VALUE_KEY = {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%][A-Za-z0-9_.,:=+/@%-]*$"}
+
 #: The interconnect label (tidy column ``interconnect``) of each data path a
 #: job may ask for (``Job.path``, the testbed's ``mpi.<mpi>.paths``).
 PATH_INTERCONNECT = {"shm": "shm", "tcp": "tcp-loopback", "net": "tcp"}

@@ -81,7 +81,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Choices, Counterpart, Int, Job, PinnedSource
+from .base import VALUE_KEY, Application, Choices, Counterpart, Int, Job, PinnedSource
 from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, ranks_text, read_text, results
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
@@ -377,7 +377,7 @@ class MILC(Application):
                             + ([] if steps == STEPS else [str(steps)]), s)
 
     testbed_keys = {
-        "wrapper": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%][A-Za-z0-9_.,:=+/@%-]*$", "default": WRAPPER,
+        "wrapper": {**VALUE_KEY, "default": WRAPPER,
                     "description": "The per-rank wrapper that makes the input and runs the binary (relative to the "
                                    "checkout, or absolute where the ranks see it elsewhere)."},
     }

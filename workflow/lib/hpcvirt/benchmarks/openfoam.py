@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Counterpart, Int, Ints, Job, Package
+from .base import VALUE_KEY, Application, Counterpart, Int, Ints, Job, Package
 from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
@@ -134,7 +134,7 @@ class OpenFOAM(Application):
                "no FOAM FATAL ERROR and no launcher error text")
 
     testbed_keys = {
-        "case": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%][A-Za-z0-9_.,:=+/@%-]*$",
+        "case": {**VALUE_KEY,
                  "description": "The damBreak case directory of the testbed's OpenFOAM (its tutorials' "
                                 "multiphase/interFoam/laminar/damBreak/damBreak) where rank 0 sees it (default: "
                                 "Debian's openfoam-examples)."},

@@ -46,7 +46,7 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Counterpart, Int, Job, Package
+from .base import VALUE_KEY, Application, Counterpart, Int, Job, Package
 from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, read_text, results
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
@@ -216,7 +216,7 @@ class QuantumEspresso(Application):
                "are unverified)")
 
     testbed_keys = {
-        "pseudo": {"type": "string", "pattern": "^[A-Za-z0-9_.,:=+/@%][A-Za-z0-9_.,:=+/@%-]*$",
+        "pseudo": {**VALUE_KEY,
                    "description": "The silicon pseudopotential (Si.pz-vbc.UPF, or .UPF.gz) where the ranks see it "
                                   "(default: Debian's quantum-espresso-data)."},
         "stage": {"type": "string", "enum": ["shared", "per-host"],
