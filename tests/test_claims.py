@@ -515,3 +515,15 @@ def test_every_archived_campaign_is_evaluated_and_each_verdict_says_how_stable_i
     count = {k: int(re.search(rf"hvclaimcount@{k}\}}\{{(\d+)\}}", macros).group(1))
              for k in ("stable", "unstable", "single", "decided")}
     assert count["stable"] + count["unstable"] + count["single"] == count["decided"] >= 20
+
+
+def test_the_report_page_of_the_verdicts_gives_each_values_coverage_and_the_campaigns_that_agree():
+    from hpcvirt.config import archived_campaign
+
+    campaign = archived_campaign()
+    verdicts = pd.read_csv(ROOT / "data/results" / campaign / "claims.csv")
+    page = claims_tex.verdicts_html(verdicts, campaign)
+    assert "<th>CI coverage</th>" in page and "<th>campaigns that agree</th>" in page
+    ati1 = verdicts[verdicts["claim"] == "ATI-1"].iloc[0]
+    assert f"{claims_tex.fmt_g(100 * ati1['ci_level'])} %" in page
+    assert f"{int(ati1['agree'])} of {int(ati1['decided'])} campaigns agree" in page

@@ -183,8 +183,9 @@ def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame, archive
 
 def verdicts_html(verdicts: pd.DataFrame, campaign: str) -> str:
     """The verdicts as a page the HTML report shows (a CSV file it only offers to download): per claim
-    and check, the study's statement and reported value, the quantity, its median [CI] and the threshold,
-    the verdict and why, and whether the study's other campaigns agree."""
+    and check, the study's statement and reported value, the quantity, its median [CI], the interval's
+    coverage and the threshold, the verdict and why, and how many of the study's campaigns that decide the
+    claim agree."""
     import html
 
     if verdicts.empty:
@@ -194,8 +195,10 @@ def verdicts_html(verdicts: pd.DataFrame, campaign: str) -> str:
         "verdict": verdicts["verdict"], "statement": verdicts["statement"], "reported": verdicts["reported"],
         "quantity": verdicts["quantity"],
         "value": ["" if pd.isna(r["median"]) else value_text(r, str) for _, r in verdicts.iterrows()],
+        "CI coverage": [f"{fmt_g(100 * r['ci_level'])} %" if pd.notna(r.get("ci_level")) and r.get("n", 0) >= 2
+                        else "" for _, r in verdicts.iterrows()],
         "threshold": verdicts["threshold"], "why": verdicts["reason"].fillna(""),
-        "other campaigns agree": verdicts.get("agree", pd.Series("", index=verdicts.index)),
+        "campaigns that agree": [stability_text(r) if "decided" in verdicts else "" for _, r in verdicts.iterrows()],
     })
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Claims of campaign "
             f"{html.escape(campaign)}</title><style>body{{font:13px sans-serif}}table{{border-collapse:collapse}}"
