@@ -624,7 +624,7 @@ def test_the_dry_run_says_how_long_a_sites_measurements_ask_for_in_all():
                        "of -t K x 10 min (choose K for the partition's time limit; without an entry each is an "
                        "allocation of its own)")
     # the example's placeholder prefixes are not on this machine: named before anything waits in a queue
-    assert note[1].startswith("example-site: 13 absolute paths of its testbed file are not on this machine: "
+    assert note[1].startswith("example-site: 13 paths of its testbed file are not on this machine: "
                               "mpi.openmpi.osu.binary /opt/spack/openmpi-ucx/osu-micro-benchmarks-7.4/") and \
         note[1].endswith("; and 10 more (replace the placeholders; a measurement whose binary the nodes lack fails "
                          "there, after its wait in the queue)") and len(note) == 2
@@ -633,6 +633,10 @@ def test_the_dry_run_says_how_long_a_sites_measurements_ask_for_in_all():
     tb = testbeds["example-site"]
     tb["mpi"]["openmpi"]["osu"]["binary"] = str(ROOT)
     assert "mpi.openmpi.osu.binary" not in allocation_note(testbeds, missing)[1]
+    # a relative binary is the clone's: named when the clone lacks it, but for what the workflow builds
+    tb["mpi"]["openmpi"]["osu"]["binary"] = "site/osu/libexec"
+    assert "mpi.openmpi.osu.binary site/osu/libexec (relative to the clone)" in absent_paths(tb)
+    assert not [p for p in absent_paths(tb) if "advect" in p or "openfoam-dambreak" in p]
     assert absent_paths(tb)[-1] == "mpi.mpich.imb.binary /opt/spack/mpich/intel-mpi-benchmarks-2021.3/bin/IMB-MPI1"
     assert "mpi.openmpi.qe.env.HPCVIRT_QE_PW /opt/spack/openmpi-ucx/quantum-espresso-6.7/bin/pw.x" in absent_paths(tb)
     local = load_study(_merged() | {"campaign": "x", "testbeds": ["local-slurm"], "skip_unoffered": True},

@@ -133,7 +133,7 @@ def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
                    "an allocation of its own)")
         absent = absent_paths(tb)
         if absent:
-            out.append(f"{name}: {len(absent)} absolute path{'s' if len(absent) > 1 else ''} of its testbed file "
+            out.append(f"{name}: {len(absent)} path{'s' if len(absent) > 1 else ''} of its testbed file "
                        f"{'are' if len(absent) > 1 else 'is'} not on this machine: " + "; ".join(absent[:3])
                        + (f"; and {len(absent) - 3} more" if len(absent) > 3 else "")
                        + " (replace the placeholders; a measurement whose binary the nodes lack fails there, "
@@ -144,9 +144,13 @@ def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
 def absent_paths(tb: dict) -> list[str]:
     """The absolute paths a Slurm testbed's file names (binaries, their inputs, environment values) that
     this machine lacks, as ``<key> <path>``: a login node that shares the nodes' file systems sees them,
-    so each is a placeholder left or a typo.  None for a testbed whose ranks run in an image (its paths
-    are the image's)."""
+    so each is a placeholder left or a typo; and a binary named by a relative path (the clone's, which the
+    nodes share) that the clone lacks, but for what the workflow builds into ``.hpcvirt/`` on first use.
+    None for a testbed whose ranks run in an image (its paths are the image's)."""
+    from . import paths
+
     out: list[str] = []
+    root = paths.root()
 
     def walk(value, key: str) -> None:
         if isinstance(value, dict):
@@ -157,6 +161,9 @@ def absent_paths(tb: dict) -> list[str]:
                 walk(v, key)
         elif isinstance(value, str) and value.startswith("/") and not Path(value).exists():
             out.append(f"{key} {value}")
+        elif (isinstance(value, str) and key.endswith(".binary") and "/" in value and not value.startswith(".hpcvirt/")
+              and not (root / value).exists()):
+            out.append(f"{key} {value} (relative to the clone)")
 
     if tb.get("executor") == "slurm" and tb.get("runtime", {}).get("kind", "none") == "none":
         walk({k: v for k, v in tb.items() if k != "description"}, "")
