@@ -169,3 +169,13 @@ def test_a_sites_openfoam_case_is_its_own():
     c = next(c for c in configurations(study) if c.testbed == "example-site" and c.benchmark == "openfoam")
     argv = launch(c, tbs["example-site"]).argv
     assert tbs["example-site"]["mpi"]["openmpi"]["openfoam"]["case"] in argv and CASE not in argv
+
+
+def test_an_error_in_a_key_an_extended_file_gives_names_both_files(tmp_path):
+    for name in ("example-site", "example-cloud"):
+        shutil.copy(TESTBEDS / f"{name}.yaml", tmp_path)
+    site = tmp_path / "example-site.yaml"
+    site.write_text(site.read_text().replace("account: myproject", "account: 'my project'"))
+    with pytest.raises(ConfigError, match=r"example-site\.yaml \+ \S+example-cloud\.yaml: slurm\.account: 'my project' "
+                                          r"does not match the allowed pattern"):
+        load_testbed(tmp_path / "example-cloud.yaml", load_schema("testbed.schema.yaml"))

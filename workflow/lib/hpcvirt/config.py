@@ -323,7 +323,7 @@ def load_testbed(path: Path, schema: dict | None = None) -> dict:
             raise ConfigError(f"{path}: extends: {base_path} must be a testbed that extends no other")
         tb = _merge(base, tb)
     schema = schema or load_schema("testbed.schema.yaml")
-    validate(tb, schema, path)
+    validate(tb, schema, f"{path.parent / tb['extends']}.yaml + {path}" if "extends" in tb else path)
     _apply_defaults(tb, schema)
     _check_testbed(tb, path)
     return tb
