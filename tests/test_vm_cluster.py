@@ -42,12 +42,18 @@ def test_the_example_vm_cluster_launches_as_the_site_does_and_labels_its_rows_wi
     assert [w.replace("ens5", "eth0") for w in a.argv] == b.argv
 
 
-def test_a_hypervisor_is_required_on_a_vm_cluster_and_refused_elsewhere(tmp_path):
-    schema = load_schema("testbed.schema.yaml")
+def _copies(tmp_path: Path, edit: str, old: str, new: str) -> Path:
+    """The two example testbed files in ``tmp_path``, the text ``old`` of file ``edit`` replaced by ``new``."""
     for name in ("example-site", "example-cloud"):
         shutil.copy(TESTBEDS / f"{name}.yaml", tmp_path)
-    cloud = tmp_path / "example-cloud.yaml"
-    cloud.write_text(cloud.read_text().replace("\nhypervisor: kvm", "\n"))
+    edited = tmp_path / f"{edit}.yaml"
+    edited.write_text(edited.read_text().replace(old, new))
+    return edited
+
+
+def test_a_hypervisor_is_required_on_a_vm_cluster_and_refused_elsewhere(tmp_path):
+    schema = load_schema("testbed.schema.yaml")
+    cloud = _copies(tmp_path, "example-cloud", "\nhypervisor: kvm", "\n")
     with pytest.raises(ConfigError, match=r"example-cloud.yaml: \(top level\): 'hypervisor' is a required property "
                                           r"\(a testbed of kind vm-cluster names its hypervisor\)"):
         load_testbed(cloud, schema)
@@ -172,10 +178,7 @@ def test_a_sites_openfoam_case_is_its_own():
 
 
 def test_an_error_in_a_key_an_extended_file_gives_names_both_files(tmp_path):
-    for name in ("example-site", "example-cloud"):
-        shutil.copy(TESTBEDS / f"{name}.yaml", tmp_path)
-    site = tmp_path / "example-site.yaml"
-    site.write_text(site.read_text().replace("account: myproject", "account: 'my project'"))
+    _copies(tmp_path, "example-site", "account: myproject", "account: 'my project'")
     with pytest.raises(ConfigError, match=r"example-site\.yaml \+ \S+example-cloud\.yaml: slurm\.account: 'my project' "
                                           r"does not match the allowed pattern"):
         load_testbed(tmp_path / "example-cloud.yaml", load_schema("testbed.schema.yaml"))
