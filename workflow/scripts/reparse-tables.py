@@ -55,6 +55,12 @@ def raw_outputs(table: Path, old: pd.DataFrame) -> list[str]:
     return sorted(named)
 
 
+def as_csv(df: pd.DataFrame) -> pd.DataFrame:
+    """The table as its CSV reads back (pandas writes 8.0, True, empty): compared through one round trip in
+    memory."""
+    return pd.read_csv(io.StringIO(df.to_csv(index=False)), dtype=str, keep_default_na=False)
+
+
 def as_rows(df: pd.DataFrame, columns: list[str]) -> set[tuple]:
     return set(df[columns].itertuples(index=False, name=None))
 
@@ -67,8 +73,7 @@ def migrate(table: Path, check: bool) -> str:
         return "stale"
     new, _rejected = parse_outputs(raw_outputs(table, old))
     kept = [c for c in old.columns if c in COLUMNS]
-    # the CSV text of a value (pandas writes 8.0, True, empty): compare through one round trip in memory
-    again = pd.read_csv(io.StringIO(new.to_csv(index=False)), dtype=str, keep_default_na=False)
+    again = as_csv(new)
     if len(again) != len(old) or as_rows(again, kept) != as_rows(old, kept):
         return "differs"
     # the rows in the table's own order (a parse follows its input's order), so that a diff shows the new column
@@ -84,7 +89,7 @@ def verify(table: Path) -> str:
     """``same`` when today's parsers give the table's rows and its rejected outputs again, else what differs."""
     old = pd.read_csv(table, dtype=str, keep_default_na=False)
     new, rejected = parse_outputs(raw_outputs(table, old))
-    again = pd.read_csv(io.StringIO(new.to_csv(index=False)), dtype=str, keep_default_na=False)
+    again = as_csv(new)
     kept = [c for c in old.columns if c in again.columns]
     before = table.with_name("rejected.csv")
     was = set(pd.read_csv(before)["raw_path"]) if before.is_file() and before.stat().st_size else set()
@@ -108,7 +113,7 @@ def migrate_summary(summary: Path, check: bool) -> str:
     if check:
         return "stale"
     kept = [c for c in old.columns if c in new.columns]
-    again = pd.read_csv(io.StringIO(new.to_csv(index=False)), dtype=str, keep_default_na=False)
+    again = as_csv(new)
     if len(again) != len(old) or as_rows(again, kept) != as_rows(old, kept):
         return "differs"
     write_csv(summary, new)

@@ -112,9 +112,10 @@ def interconnect_class(virtualization: str, interconnect: str, link: str | None)
     ``guests (TCG)``, ``network`` (a bare-metal cluster's), ``VM cluster (kvm)``, ..."""
     v, link = str(virtualization), (link if isinstance(link, str) else "")
     if v == "none":   # a bare-metal cluster's path between its nodes is its network
-        return {"shm": "shared memory", "tcp-loopback": "TCP loopback", "tcp": "network"}.get(interconnect, interconnect)
-    if kinds.cluster_hypervisor(v):
-        return f"VM cluster ({kinds.cluster_hypervisor(v)}){', shared memory' if interconnect == 'shm' else ''}"
+        return {"shm": "shared memory", "tcp-loopback": "TCP loopback",
+                "tcp": "network"}.get(interconnect, interconnect)
+    if hyp := kinds.cluster_hypervisor(v):
+        return f"VM cluster ({hyp}){', shared memory' if interconnect == 'shm' else ''}"
     where = "guests" if is_vm(v) else "bridge" if kinds.is_bridge(v) else v
     rate = rate_label(link) if link else ""
     return f"{where}, {rate}" if rate else (f"{where} (TCG)" if is_emulated(v) else where)
@@ -128,8 +129,8 @@ def datapath_label(virtualization, link) -> str:
     v, link = str(virtualization), (link if isinstance(link, str) else "")
     if v.startswith("none"):
         return "loopback"
-    if kinds.cluster_hypervisor(v):      # a site's or a cloud's VMs: their own network, not the project's link
-        return f"VM cluster ({kinds.cluster_hypervisor(v)})"
+    if hyp := kinds.cluster_hypervisor(v):      # a site's or a cloud's VMs: their own network, not the project's link
+        return f"VM cluster ({hyp})"
     parts = [p.strip() for p in link.split(",") if p.strip()]
     where = next((_LINK_PATH[p] for p in parts if p in _LINK_PATH), "guests" if is_vm(v) else "bridge")
     return ", ".join([where, *(rate_label(p) for p in parts if p.startswith("rate "))])

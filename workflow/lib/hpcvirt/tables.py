@@ -189,9 +189,12 @@ def apps_tex(tidy: pd.DataFrame) -> str:
     # what this host's classes stand for in the study; a site's classes are its own paths
     own = r["virtualization"].map(lambda v: is_vm(v) or is_bridge(v)).any()
     guests = r["virtualization"].map(is_vm).any()
-    stands = (" Classes: shared memory stands in for InfiniBand, TCP loopback for TCP over InfiniBand, the bridge "
-              "limited to 10 and 1\\,Gbit/s for 10G and 1G Ethernet" + (", the guests for 10G VMs" if guests else "")
-              + "." if own else " Classes: the testbeds' own paths (network: between the nodes).")
+    if own:
+        stands = (" Classes: shared memory stands in for InfiniBand, TCP loopback for TCP over InfiniBand, the bridge "
+                  "limited to 10 and 1\\,Gbit/s for 10G and 1G Ethernet"
+                  + (", the guests for 10G VMs." if guests else "."))
+    else:
+        stands = " Classes: the testbeds' own paths (network: between the nodes)."
     small = (f" The guests run a small input{emulated}; it runs only across two hosts, so its reference is the "
              "unlimited bridge at two ranks." if guests else "")
     if r["virtualization"].map(cluster_hypervisor).astype(bool).any():
