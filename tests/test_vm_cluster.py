@@ -182,3 +182,46 @@ def test_an_error_in_a_key_an_extended_file_gives_names_both_files(tmp_path):
     with pytest.raises(ConfigError, match=r"example-site\.yaml \+ \S+example-cloud\.yaml: slurm\.account: 'my project' "
                                           r"does not match the allowed pattern"):
         load_testbed(tmp_path / "example-cloud.yaml", load_schema("testbed.schema.yaml"))
+
+
+def test_a_sites_declared_fabric_names_its_rows_and_labels_and_is_refused_where_it_means_nothing(tmp_path):
+    """A site's net over InfiniBand verbs (fabric: ib) gives rows of interconnect ib, labelled InfiniBand,
+    compared with a VM cluster over the same fabric; fabric on shm/tcp, or on the project's own bridge,
+    is refused before any job."""
+    from hpcvirt.labels import interconnect_class, path_label
+    from hpcvirt.matrix import configurations
+
+    for other in TESTBEDS.glob("*.yaml"):    # the study names them all (skip_testbeds)
+        shutil.copy(other, tmp_path)
+    site = _copies(tmp_path, "example-site", "OMPI_MCA_btl_tcp_if_include=eth0]\n",
+                   "OMPI_MCA_btl_tcp_if_include=eth0]\n        fabric: ib\n")
+    site.write_text(site.read_text().replace("        fabric: tcp\n", "", 1))
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg.update(campaign="site-vs-cloud", testbeds=["example-site", "example-cloud"])
+    study, tbs = load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=tmp_path)
+    runs = [c for c in configurations(study) if c.testbed == "example-site" and c.benchmark == "netpipe"]
+    by_path = {(c.settings["mpi"], c.settings["path"]): launch(c, tbs["example-site"]).interconnect for c in runs}
+    assert by_path[("openmpi", "net")] == "ib"
+    assert by_path[("openmpi", "shm")] == "shm" and by_path[("openmpi", "tcp")] == "tcp-loopback"
+    assert interconnect_class("none", "ib", "") == "InfiniBand" and path_label("ipoib") == "TCP over InfiniBand"
+    assert interconnect_class("vm-kvm", "ib", "") == "VM cluster (kvm), InfiniBand"
+    # the VM cluster's InfiniBand rows are compared with the site's, not with its TCP
+    tidy = _tidy_site_and_cloud()
+    ib = tidy.assign(interconnect=tidy["interconnect"].replace({"tcp": "ib"}))
+    pairs = [(s, r) for k, s, r in comparisons(pd.concat([tidy, ib])) if k == "virt-vs-native"]
+    assert sorted((s["interconnect"], r["interconnect"]) for s, r in pairs) == [("ib", "ib"), ("tcp", "tcp")]
+
+    schema = load_schema("testbed.schema.yaml")
+    site.write_text(site.read_text().replace('"OMPI_MCA_btl=self,vader"]\n',
+                                             '"OMPI_MCA_btl=self,vader"]\n        fabric: ib\n'))
+    with pytest.raises(ConfigError, match=r"example-site.yaml: mpi.openmpi.paths.shm: .* is not allowed here "
+                                          r"\(fabric: the path between nodes \(net\) only"):
+        load_testbed(site, schema)
+    bridge = tmp_path / "bridge.yaml"
+    bridge.write_text((TESTBEDS / "bridge.yaml").read_text().replace("      net:\n", "      net:\n        fabric: ib\n", 1))
+    with pytest.raises(ConfigError, match=r"bridge.yaml: mpi.openmpi.paths.net: .* is not allowed here \(fabric "
+                                          r"names a site's or a cloud's network"):
+        load_testbed(bridge, schema)
+    site.write_text(site.read_text().replace("fabric: ib", "fabric: infiniband"))
+    with pytest.raises(ConfigError, match=r"fabric: 'infiniband' is not one of \['tcp', 'ipoib', 'ib', 'roce'\]"):
+        load_testbed(site, schema)

@@ -30,7 +30,8 @@ def mpi_label(mpi: str, benchmark: str | None = None) -> str:
     return MPI_LABEL.get(mpi, mpi)
 #: Data paths by the tidy column ``interconnect``.
 PATH_LABEL = {"shm": "shared memory", "tcp-loopback": "TCP loopback", "tcp": "TCP",
-              "shm+net": "shared memory and network"}
+              "shm+net": "shared memory and network", **(FABRIC_LABEL := {
+                  "ipoib": "TCP over InfiniBand", "ib": "InfiniBand", "roce": "RoCE"})}
 #: The same paths as part of a macro name (``tcp`` is the network).
 PATH_KEY = {"shm": "Shm", "tcp-loopback": "Tcp", "tcp": "Net"}
 #: Container runtimes by the suffix of the virtualization label
@@ -111,11 +112,12 @@ def interconnect_class(virtualization: str, interconnect: str, link: str | None)
     columns: ``shared memory``, ``TCP loopback``, ``bridge, 1 Gbit/s``,
     ``guests (TCG)``, ``network`` (a bare-metal cluster's), ``VM cluster (kvm)``, ..."""
     v, link = str(virtualization), (link if isinstance(link, str) else "")
-    if v == "none":   # a bare-metal cluster's path between its nodes is its network
+    if v == "none":   # a bare-metal cluster's path between its nodes is its network (its fabric, declared)
         return {"shm": "shared memory", "tcp-loopback": "TCP loopback",
-                "tcp": "network"}.get(interconnect, interconnect)
+                "tcp": "network", **FABRIC_LABEL}.get(interconnect, interconnect)
     if hyp := kinds.cluster_hypervisor(v):
-        return f"VM cluster ({hyp}){', shared memory' if interconnect == 'shm' else ''}"
+        on = "shared memory" if interconnect == "shm" else FABRIC_LABEL.get(interconnect)
+        return f"VM cluster ({hyp}){', ' + on if on else ''}"
     where = "guests" if is_vm(v) else "bridge" if kinds.is_bridge(v) else v
     rate = rate_label(link) if link else ""
     return f"{where}, {rate}" if rate else (f"{where} (TCG)" if is_emulated(v) else where)

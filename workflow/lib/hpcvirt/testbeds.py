@@ -146,8 +146,9 @@ class Kind(kinds.Kind):
         rank_hosts = self.place(job)
         argv, env = self.mpi_argv(job, entry, rank_hosts)
         nodes = hosts_used(rank_hosts)
-        if job.path:
-            interconnect = PATH_INTERCONNECT[job.path]
+        if job.path:   # a site's net may say what carries it (fabric: ib, ...); else TCP
+            path = self.tb["mpi"][job.mpi]["paths"].get(job.path, {})
+            interconnect = path.get("fabric") or PATH_INTERCONNECT[job.path]
         else:  # the MPI picks shared memory inside a host, the network between hosts
             interconnect = "shm" if nodes == 1 else f"shm+{self.net_label}"
         return Launch(argv=argv, env=env, isolation=self.isolation(), ranks=job.ranks, nodes=nodes,

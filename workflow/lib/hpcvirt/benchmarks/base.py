@@ -96,8 +96,9 @@ MPIS = ("openmpi", "mpich")
 PATHS = ("shm", "tcp", "net")
 
 
-PATHS_DOC = ("Data paths: `shm` shared memory on one host, `tcp` TCP over loopback on one host, `net` TCP across "
-             "hosts/guests; each runs where the testbed defines it (`mpi.<mpi>.paths`).")
+PATHS_DOC = ("Data paths: `shm` shared memory on one host, `tcp` TCP over loopback on one host, `net` across "
+             "hosts/guests (TCP, or a site's declared `fabric`); each runs where the testbed defines it "
+             "(`mpi.<mpi>.paths`).")
 
 
 def Paths(doc=PATHS_DOC, default=REQUIRED):  # noqa: N802
