@@ -406,6 +406,37 @@ def test_a_client_server_pair_runs_in_a_namespace_of_its_own_without_root():
         _client_server_as_nobody(Path(tmp))
 
 
+def test_a_node_that_refuses_user_namespaces_fails_the_run_with_what_to_do():
+    """A site whose kernel refuses unprivileged user namespaces: the raw TCP run fails before it starts, and
+    its note says why and what to do.  Made real here: a user namespace (A) caps its descendants at none
+    (user.max_user_namespaces 0) after creating one (B) whose user is not root, as on a compute node."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hpcvirt-userns-") as tmp:
+        script = Path(tmp) / "run.py"
+        script.write_text(textwrap.dedent(f"""
+            import os, sys
+            sys.path.insert(0, {str(ROOT / 'workflow/lib')!r})
+            from hpcvirt.execute import execute
+            from hpcvirt.testbeds import Launch
+            assert os.geteuid() != 0
+            launch = Launch(argv=["qperf", "-t", "1", "127.0.0.1", "tcp_lat"], server_argv=["qperf"],
+                            server_port=19765, isolation="netns", ranks=2, nodes=1, ranks_per_node=2, mpi="none",
+                            interconnect="tcp-loopback")
+            status = execute(launch, sys.argv[1], timeout=30)
+            print(status["exit_code"], status["note"])
+        """))
+        a, b = Path(tmp) / "a", Path(tmp) / "b"
+        inner = f"echo up > {b}; read x < {a}; {sys.executable} {script} {tmp}/out.txt"
+        outer = (f"mkfifo {a} {b}; unshare --user --map-user=65534 --map-group=65534 sh -c '{inner}' & "
+                 f"read y < {b}; echo 0 > /proc/sys/user/max_user_namespaces; echo go > {a}; wait")
+        res = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", outer], capture_output=True,
+                             text=True, timeout=60)
+    assert res.stdout.startswith("None unshare: unshare failed: "), (res.stdout, res.stderr)
+    assert "this node's kernel refuses one (sysctl user.max_user_namespaces must be above 0" in res.stdout
+    assert "experiments.<tcp|streams>.skip_testbeds" in res.stdout
+
+
 def _client_server_as_nobody(tmp_path: Path) -> None:
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""

@@ -34,6 +34,19 @@ def runner_argv(spec_path: str, out_path: str, status_path: str, isolation: str)
     return runner
 
 
+#: Why a user without root gets no network namespace of its own, and what to do.
+USERNS_HINT = ("; a user without root gets a private network namespace only inside a user namespace: this node's "
+               "kernel refuses one (sysctl user.max_user_namespaces must be above 0; Debian and Ubuntu kernels also "
+               "need kernel.unprivileged_userns_clone=1, Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0). "
+               "Ask the site to allow them, or leave the raw TCP experiments out on this testbed "
+               "(experiments.<tcp|streams>.skip_testbeds)")
+
+
+def namespace_hint(argv: list[str], runner_err: str) -> str:
+    """:data:`USERNS_HINT` when the runner never started because ``unshare --user`` failed; else ``""``."""
+    return USERNS_HINT if "--user" in argv[:3] and "unshare:" in runner_err else ""
+
+
 def execute(launch: Launch, out_path: str | os.PathLike, timeout: float,
             rank_hosts_dir: str | os.PathLike | None = None) -> dict:
     """Run ``launch`` with a time limit; its output goes to ``out_path``.
@@ -64,7 +77,8 @@ def execute(launch: Launch, out_path: str | os.PathLike, timeout: float,
             with open(status_path, encoding="utf-8") as fh:
                 status = json.load(fh)
         except (OSError, ValueError):
-            status = {"exit_code": None, "timed_out": None, "note": runner_err[-2000:]}
+            note = runner_err[-2000:] + namespace_hint(argv, runner_err)
+            status = {"exit_code": None, "timed_out": None, "note": note}
     status["runner_stderr"] = runner_err
     status["spec"] = spec
     return status
