@@ -137,9 +137,11 @@ test:
 # (HPCVIRT_NO_MEASURE: refused at start).
 FROM ?=
 LAYER ?=
-FROM_CONFIG = $(if $(filter containers,$(FIGURE)),--config 'paper={"containers_campaign": "$(FROM)"}',--config campaign=$(FROM) 'paper={"datapaths_campaign": "$(FROM)"}')
+# the campaign key the figure reads (workflow/figures.yaml: campaign), set to FROM
+FROM_CONFIG = $(shell PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures --from-config $(FIGURE) $(FROM))
 figure: deps
 	@test -z "$(LAYER)" || test -f "$(LAYER)" || { echo "make figure: LAYER=$(LAYER): no such file (the study layer the campaign was measured with, e.g. config/tiny.yaml or .hpcvirt/remeasure-$(FIGURE).yaml)" >&2; exit 2; }
+	@test -z "$(LAYER)" || PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.yamlio $(LAYER)
 	@PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures $(FIGURE) $(FROM)
 	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(LAYER)),--configfile $(LAYER)) $(if $(strip $(FROM)),$(FROM_CONFIG))
 	@echo "hpcvirt: paper/figures/$(FIGURE).pdf"

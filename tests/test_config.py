@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -750,3 +751,18 @@ def test_every_shipped_yaml_file_reads_as_before():
     assert len(files) > 20
     for path in files:
         assert yamlio.load_file(path) == yaml.safe_load(path.read_text()), path
+
+
+def test_a_layer_with_a_yaml_syntax_error_is_named_with_its_line_before_snakemake_reads_it(tmp_path):
+    """Snakemake reads --configfile layers before the workflow loads and names neither file nor line;
+    make figure LAYER= first reads the layer as the workflow does (python -m hpcvirt.yamlio)."""
+    bad = tmp_path / "layer.yaml"
+    bad.write_text("experiments:\n  pingpong:\n    mpis: [openmpi\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "workflow/lib"))
+    res = subprocess.run([sys.executable, "-m", "hpcvirt.yamlio", str(bad)], capture_output=True, text=True, env=env)
+    assert res.returncode == 1 and res.stderr.startswith(f"{bad}: not valid YAML: while parsing a flow sequence")
+    assert "line 3, column 11" in res.stderr
+    (tmp_path / "dup.yaml").write_text("campaign: a\ncampaign: b\n")
+    res = subprocess.run([sys.executable, "-m", "hpcvirt.yamlio", str(ROOT / "config/tiny.yaml"),
+                          str(tmp_path / "dup.yaml")], capture_output=True, text=True, env=env)
+    assert res.returncode == 1 and res.stderr.startswith(f"{tmp_path / 'dup.yaml'}: campaign: duplicate key")

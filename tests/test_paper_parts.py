@@ -54,7 +54,7 @@ def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     """Campaign-specific numbers (a testbed's, an experiment's) live in parts."""
     always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCiLevelMax", "hvCiRounds", "hvHostRecords", "hvCpuModel", "hvCores", "hvKernel",
               "hvOpenmpiVersion", "hvMpichVersion", "hvNetpipeVersion", "hvQperfVersion",
-              "hvHostVm", "hvHostContainer", "hvVmAccels", "hvGuestsRan", "hvOmittedParts",
+              "hvHostVm", "hvHostContainer", "hvHostIsVm", "hvHostInContainer", "hvVmAccels", "hvGuestsRan", "hvOmittedParts",
               "hvTestbedCount", "hvTestbedList",        # the testbeds the campaign measured on
               "hvArchive", "hvIsArchive",               # whether it is the archive
               "hvClaimMinCoverage"}          # the claims rule's, for every campaign (generated/claims.tex)

@@ -561,6 +561,14 @@ def test_make_figure_names_what_it_cannot_redraw_and_never_measures(tmp_path):
     assert why.startswith("FROM=local-nonexistent: no data/results/local-nonexistent/summary.csv to redraw from")
     assert archive in why.split("the campaigns with one: ")[1].split(", ")
     assert "container_ratios.csv" in check_target("containers", archive)
+    # FROM sets the key the figure reads: a companion campaign's figure only its own (not the campaign, whose
+    # study it was not measured with); a name that is no campaign's sets nothing
+    from hpcvirt.figures import from_config
+
+    assert from_config("richter", "dp-1") == """--config 'paper={"datapaths_campaign": "dp-1"}'"""
+    assert from_config("containers", "c-1") == """--config 'paper={"containers_campaign": "c-1"}'"""
+    assert from_config("pingpong", "l-1") == """--config campaign=l-1 'paper={"datapaths_campaign": "l-1"}'"""
+    assert from_config("pingpong", "l-1'; rm -rf x; '") == ""
     work = fresh_copy(tmp_path / "repo")
     older = sorted(p.parent.name for p in (work / "data/results").glob("local-*/summary.csv"))[0]
     res = snakemake(*PROFILE, "paper/figures/pingpong.pdf", "--config", f"campaign={older}",
@@ -568,6 +576,17 @@ def test_make_figure_names_what_it_cannot_redraw_and_never_measures(tmp_path):
     assert res.returncode != 0 and f"this command redraws from campaign {older}'s results and measures nothing, " \
         "but the campaign lacks" in res.stderr, res.stderr[-3000:]
     assert not list((work / "logs").glob("measure*")) and "rule measure" not in res.stdout
+    # a redraw of a campaign measured with testbed files that changed since reads what it measured
+    tb = work / "config/testbeds/local.yaml"
+    assert "\nranks_per_node: 2\n" in tb.read_text()
+    tb.write_text(tb.read_text().replace("\nranks_per_node: 2\n", "\nranks_per_node: 4\n"))
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    res = subprocess.run(["make", "-o", "deps", "figure", "FIGURE=richter", f"FROM={archive}"], cwd=work,
+                         capture_output=True, text=True, env={**ENV, "HPCVIRT_SOURCE_MIRROR": ""})
+    assert res.returncode == 0 and "changed since campaign" not in res.stderr, res.stderr[-3000:]
+    res = snakemake(*PROFILE, "-n", "paper/figures/pingpong.pdf", cwd=work, check=False)     # measuring: refused
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "config/testbeds/local.yaml changed since campaign" in out, out[-2000:]
     # a study layer that does not exist: named by make, before Snakemake (whose own message is a traceback)
     res = subprocess.run(["make", "-o", "deps", "figure", "FIGURE=pingpong", "LAYER=no-such-layer.yaml"], cwd=work,
                          capture_output=True, text=True)

@@ -67,10 +67,12 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
                 # whether the other campaigns that decide the claim agree and its intervals' coverage; a claim
                 # this campaign does not decide has no such verdict
                 out.append(f"\\@namedef{{hvclaimnote@{r['claim']}}}{{{verdict_note(r, verdicts)}}}\n")
-        # the claims this campaign decides: those whose verdict every other campaign that decides them
-        # shares, those another campaign decides otherwise, and those no other campaign decides
+        # the claims that hold or do not hold here (an inconclusive verdict decides nothing, whatever its
+        # coverage): those whose verdict every other campaign that decides them (its intervals reach the
+        # coverage) shares, those another campaign decides otherwise, and those no other campaign decides
         first = verdicts.drop_duplicates("claim").set_index("claim")
-        decided = deciding(verdicts).reindex(first.index, fill_value=False)
+        decided = (deciding(verdicts).reindex(first.index, fill_value=False)
+                   & first["claim_verdict"].isin(["holds", "does not hold"]))
         stable, others = first["stable"].astype(bool), first["decided"].astype(int) >= 2
         for name, n in (("stable", decided & stable), ("unstable", decided & others & ~stable),
                         ("single", decided & ~others), ("decided", decided)):
@@ -88,8 +90,8 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
              f"\\caption{{{caption} Per claim: the quantity we compute, its "
              "median [CI] over the rounds, the threshold from the claim's verdict rule, and the verdict. "
              "$\\dagger$: measured in guests under TCG software emulation: the numbers measure the emulator, so the check is not testable on this host."
-             + (" In parentheses: of the campaigns of this study (the archived ones and this one) that decide the "
-                "claim, how many give this verdict; unstable when they differ." if "decided" in verdicts.columns else "")
+             + (" In parentheses: of the campaigns of this study (the archived ones and this one) whose intervals "
+                "for the claim reach the coverage, how many give this verdict; unstable when they differ." if "decided" in verdicts.columns else "")
              + "}"
              f"\\label{{{label}}}\\\\\n",
              "\\toprule claim & statement (reported) & check: median [CI] vs threshold & verdict \\\\ \\midrule\n"

@@ -190,7 +190,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
     Macros: ``\\hvDpCampaign``, ``\\hvDpSource`` (which campaign, in words);
     ``\\hvRichterCells`` (the mesh), ``\\hvRichterSteps`` (the solver's time
     steps, median over the set-ups), ``\\hvRichterRounds``
-    (rounds kept, the first left out), ``\\hvRichterCoverage`` (the CIs' coverage in
+    (the rounds), ``\\hvRichterCoverage`` (the CIs' coverage in
     percent), both over the configurations of two rounds or more, and
     ``\\hvRichterSingle`` (the set-ups, or testbeds, left with one round beside
     them); per set-up measured here ``\\hvRichter<Setup>T``/``S``/``E`` (median)
@@ -261,8 +261,8 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
         f"speed-up $S = T(\\mathrm{{1a}})/T$, efficiency $E = S/n$) beside this host's counterparts (right; "
         f"campaign \\texttt{{{latex_escape(campaign)}}}): the solver's wall time at the report's mesh size "
         f"(\\hvRichterSteps{{}} time steps; the report: 1\\,s of simulated time in about 1{{,}}000), "
-        f"median [CI] over the rounds after the first (left out as the report left out its first run; one "
-        f"round left: the median alone, with no interval); "
+        f"median [CI] over every round (the report left out its first run; one round: the median alone, "
+        f"with no interval); "
         f"$S$ paired by round with the serial run on this host of the same input; $n$ the ranks. Two network "
         f"namespaces stand for two servers, a VXLAN tunnel for Open vSwitch's GRE tunnel, the unlimited link for "
         f"InfiniBand; a QEMU guest for the KVM guest, on a smaller input (in brackets) when it runs "

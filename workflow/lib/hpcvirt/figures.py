@@ -9,6 +9,7 @@ paper includes the parts that show it only then
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -179,6 +180,19 @@ def check_target(name: str, source: str = "") -> str | None:
     return None
 
 
+def from_config(name: str, source: str) -> str:
+    """The ``--config`` words by which a redraw of figure ``name`` reads campaign ``source`` (``make figure
+    FROM=``), for a shell: a companion campaign's figure sets only its key (``paper.containers_campaign``,
+    ``paper.datapaths_campaign``); any other sets the campaign, and the data paths' with it (the default
+    study draws both from one campaign).  Empty for a source that is not a campaign's name."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", source or ""):
+        return ""
+    fig = next((f for f in load() if f.name == name), None)
+    if fig is not None and fig.campaign != "main":
+        return f"""--config 'paper={{"{fig.campaign}_campaign": "{source}"}}'"""
+    return f"""--config campaign={source} 'paper={{"datapaths_campaign": "{source}"}}'"""
+
+
 def remeasure_overlay(name: str, study: dict, testbeds: dict[str, dict]) -> dict:
     """A study layer (``--configfile``) that measures only what figure ``name`` draws: the experiments of
     the benchmarks it draws, on the study's testbeds of the kinds it draws (``make remeasure``)."""
@@ -204,6 +218,9 @@ if __name__ == "__main__":
             print(yaml.safe_dump(remeasure_overlay(sys.argv[2], *load_study()), sort_keys=False), end="")
         except FigureError as exc:
             sys.exit(f"hpcvirt: {exc}")
+        sys.exit(0)
+    if sys.argv[1:2] == ["--from-config"]:    # make figure FROM=: the words of its --config
+        print(from_config(*sys.argv[2:4]))
         sys.exit(0)
     problem = check_target(*sys.argv[1:3])
     if problem:

@@ -314,6 +314,14 @@ def fmt(x: float, digits: int = 3) -> str:
 ONE_ROUND = " A value of one round is its median alone: one round has no interval."
 
 
+def emulated_note(virtualizations) -> str:
+    """A caption's sentence that the emulated guests' values measure the emulator, where a row of the table
+    ran under TCG (empty otherwise)."""
+    emulated = sorted({str(v) for v in virtualizations.dropna() if is_emulated(v)})
+    return (f" {', '.join(emulated)}: guests under TCG software emulation, whose values measure the emulator, "
+            "not a hypervisor." if emulated else "")
+
+
 def one_round(n) -> bool:
     """Whether a value rests on one round (``n`` known and below 2): it has no interval."""
     return n is not None and not (isinstance(n, float) and math.isnan(n)) and int(n) < 2

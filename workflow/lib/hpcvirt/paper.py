@@ -111,6 +111,9 @@ def campaign_numbers(summary: pd.DataFrame, tidy: pd.DataFrame, *, latency_bytes
         virt = host.get("virtualization", {})
         m["hvHostVm"] = latex_escape(str(virt.get("vm")))
         m["hvHostContainer"] = latex_escape(str(virt.get("container")))
+        # whether the records say the host is itself a guest (or in a container): the text says so only then
+        m["hvHostIsVm"] = "0" if str(virt.get("vm")) in ("none", "None", "") else "1"
+        m["hvHostInContainer"] = "0" if str(virt.get("container")) in ("none", "None", "") else "1"
     # the accelerator of every VM testbed, printed beside its numbers
     accels = []
     for tb, accel in sorted(set(zip(summary["testbed"], summary["accel"].fillna("")))):

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .benchmarks import REGISTRY, Application
 from .kinds import cluster_hypervisor, is_bridge
-from .labels import (MACRO_USE, MPI_LABEL, PATH_LABEL, mpi_label, PLACEMENT_LABEL, RAW_TCP, Macros, camel, is_emulated,
+from .labels import (MACRO_USE, emulated_note, MPI_LABEL, PATH_LABEL, mpi_label, PLACEMENT_LABEL, RAW_TCP, Macros, camel, is_emulated,
                      is_vm, digit_words, empty_table, fmt, fmt_bytes, fmt_ci, latex_escape, ONE_ROUND, testbed_label)
 from .analysis import headline
 
@@ -41,14 +41,6 @@ def results_table_tex(summary: pd.DataFrame, *, latency_bytes: int = 8) -> str:
         + "\n".join(body)
         + "\n\\bottomrule\n\\end{tabular}\n\\end{table}\n"
     )
-
-
-def emulated_note(virtualizations) -> str:
-    """A caption's sentence that the emulated guests' values measure the emulator, where a row of the table
-    ran under TCG (empty otherwise)."""
-    emulated = sorted({str(v) for v in virtualizations.dropna() if is_emulated(v)})
-    return (f" {', '.join(emulated)}: guests under TCG software emulation, whose values measure the emulator, "
-            "not a hypervisor." if emulated else "")
 
 
 def _label(sel: dict) -> str:

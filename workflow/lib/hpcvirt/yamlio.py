@@ -134,3 +134,14 @@ def load_file(path: str | os.PathLike) -> Any:
         line = data.count(b"\n", 0, exc.start) + 1
         raise Refused(f"not UTF-8 (byte {data[exc.start]:#04x} at line {line})") from None
     return safe_load(text)
+
+
+if __name__ == "__main__":   # python -m hpcvirt.yamlio FILE...: each file read as the workflow reads its layers
+    import sys
+
+    for arg in sys.argv[1:]:
+        try:
+            load_file(arg)
+        except (OSError, yaml.YAMLError) as exc:
+            what = "" if isinstance(exc, (Refused, OSError)) else "not valid YAML: "
+            sys.exit(f"{arg}: {what}{exc.strerror if isinstance(exc, OSError) else exc}")

@@ -117,7 +117,8 @@ def agreement_tex(summary, tidy, *, latency_bytes: int = 8) -> str:
     ``workflow/numbers.yaml``)."""
     import pandas as pd
 
-    from ..labels import MPI_LABEL, ONE_ROUND, PATH_LABEL, empty_table, fmt_bytes, fmt_ci, latex_escape, testbed_label
+    from ..labels import (MPI_LABEL, ONE_ROUND, PATH_LABEL, emulated_note, empty_table, fmt_bytes, fmt_ci,
+                          latex_escape, testbed_label)
 
     ag = agreement(tidy, latency_bytes=latency_bytes)
     if ag.empty:
@@ -145,7 +146,7 @@ def agreement_tex(summary, tidy, *, latency_bytes: int = 8) -> str:
         "best trial) and peak bandwidth (Gbit/s; each round's highest over the sizes, so a peak here may differ from "
         "the peak of the medians in Table~\\ref{tab:results}), median [CI] over the repetitions, and the ratio "
         "IMB/NetPIPE "
-        f"paired by interleaved round.{ONE_ROUND}}}\n"
+        f"paired by interleaved round.{ONE_ROUND}{emulated_note(ag['virtualization'])}}}\n"
         "\\label{tab:agreement}\n\\resizebox{\\linewidth}{!}{%\n"
         "\\begin{tabular}{llllllll}\n\\toprule\n"
         "Testbed & MPI, path & Lat.\\ IMB & Lat.\\ NetPIPE & Ratio & Peak IMB & Peak NetPIPE & Ratio "

@@ -264,7 +264,7 @@ def npb_tex(summary, tidy) -> str:
     class, MPI and ranks, paired by round)."""
     import pandas as pd
 
-    from ..labels import ONE_ROUND, empty_table, fmt_ci, latex_escape, testbed_label
+    from ..labels import ONE_ROUND, emulated_note, empty_table, fmt_ci, latex_escape, testbed_label
 
     ns = npb_summary(summary)
     if ns.empty:
@@ -291,7 +291,7 @@ def npb_tex(summary, tidy) -> str:
         "\\caption{NPB 3.4.1 kernels at each testbed's largest rank count: total Mop/s and time (s), median [CI] "
         "over $n$ repetitions, and the time relative to the native testbed for the same kernel, class and ranks, "
         "paired by interleaved round (above 1: slower), as the native Mop/s over this one's (NPB prints its time "
-        f"to 0.01\\,s). Every run verified its result.{ONE_ROUND}}}\n"
+        f"to 0.01\\,s). Every run verified its result.{ONE_ROUND}{emulated_note(top['virtualization'])}}}\n"
         "\\label{tab:npb}\n\\resizebox{\\linewidth}{!}{%\n"
         "\\begin{tabular}{llllllll}\n\\toprule\n"
         "Kernel & Class & Testbed & Ranks & Mop/s & Time (s) & Time vs native & $n$ \\\\\n\\midrule\n"
