@@ -536,3 +536,20 @@ def test_the_report_page_of_the_verdicts_gives_each_values_coverage_and_the_camp
     ati1 = verdicts[verdicts["claim"] == "ATI-1"].iloc[0]
     assert f"{claims_tex.fmt_g(100 * ati1['ci_level'])} %" in page
     assert f"{int(ati1['agree'])} of {int(ati1['decided'])} campaigns agree" in page
+
+
+def test_a_refuted_check_refutes_the_claim_even_when_another_is_not_measured():
+    """A claim is the conjunction of its checks: one that does not hold refutes it, whatever the others; a
+    check whose rows the campaign lacks makes it not tested only when none is refuted."""
+    sel = lambda tb: {"testbed": tb, "benchmark": "npb-cg", "metric": "mops_total"}  # noqa: E731
+    refuted = {"kind": "ratio", "selectors": (sel("a"), sel("b")), "quantity": "a/b", "unit": "", "test": "below",
+               "bound": 0.05}
+    missing = dict(refuted, selectors=(sel("a"), sel("absent")), quantity="a/absent")
+    tidy = _tidy({"a": [1, 2, 3, 2.5, 1.5], "b": [10] * 5})
+    both = claims.evaluate([claims.Claim("EXP-13", "exposito2012", "s", "r", "m", (refuted, missing), None)],
+                           tidy, "c")
+    assert both["verdict"].tolist() == ["does not hold", "not tested"]
+    assert set(both["claim_verdict"]) == {"does not hold"}
+    holds = dict(refuted, bound=4)
+    open_ = claims.evaluate([claims.Claim("EXP-13", "exposito2012", "s", "r", "m", (holds, missing), None)], tidy, "c")
+    assert set(open_["claim_verdict"]) == {"not tested"}

@@ -147,7 +147,7 @@ def test_a_sweep_that_starts_late_is_rejected(tmp_path):
     assert netpipe.parse(src, expected_min_bytes=8)
     with pytest.raises(ParseError, match=r"line \d+: the sweep starts at 8 bytes, expected 12"):
         netpipe.parse(src, expected_min_bytes=12) and None
-    for b, s in ((osu.BENCHMARK, {"test": "osu_bw", "min_bytes": 1, "max_bytes": 64, "ranks": 2}),
+    for b, s in ((osu.BENCHMARK, {"test": "osu_bw", "min_bytes": 1, "max_bytes": 64, "ranks": 2, "warmup": 10}),
                  (imb.BENCHMARK, {"test": "PingPong", "min_log2": 2, "max_log2": 6}),
                  (netpipe.BENCHMARK, {"min_bytes": 8, "max_bytes": 64})):
         assert {"min_bytes", "max_bytes"} <= set(b.expected(s, []))

@@ -54,6 +54,19 @@ def test_a_record_holds_no_machine_path_and_no_process_environment(tmp_path, mon
     assert str(tmp_path) not in json.dumps(rec)
 
 
+def test_a_record_names_the_tuning_variables_a_run_inherits_and_nothing_else(monkeypatch):
+    """A site's module or a user's shell may set MPI, fabric or OpenMP tuning variables that the runner
+    passes on: they are recorded (inherited_env); the rest of the environment is not."""
+    monkeypatch.setenv("OMPI_MCA_btl_tcp_if_include", "ib0")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.setenv("UCX_TLS", "rc")                 # the testbed sets it too: recorded as the command's
+    monkeypatch.setenv("SECRET_TOKEN", "x")
+    rec = provenance.record(launch={"argv": ["true"], "env": {"UCX_TLS": "tcp,self"}, "mpi": "none"},
+                            status={"exit_code": 0}, config_digest="sha256:0", context={})
+    assert rec["command"]["inherited_env"] == {"OMPI_MCA_btl_tcp_if_include": "ib0", "OMP_NUM_THREADS": "4"}
+    assert rec["command"]["env"] == {"UCX_TLS": "tcp,self"} and "SECRET_TOKEN" not in json.dumps(rec)
+
+
 MACHINE_PATH = re.compile(r'"/(work|tmp)')
 
 

@@ -133,3 +133,11 @@ def test_raw_paths_encode_parameters():
     assert set(matrix.all_raw_paths(changed)) != set(paths)  # new parameters, new paths
     assert all(p.split("/")[2] == study["campaign"] and p.split("/")[3] in study["testbeds"] for p in paths)
     assert all(p.endswith(".out") for p in paths)
+
+
+def test_an_infinite_value_is_a_value_and_nan_is_none():
+    """A knee never reached is +inf, a legitimate order statistic: it is kept (the median of five values, not
+    of three); NaN is no value."""
+    ci = stats.median_ci([0.5, 1.0, 1.0, float("inf"), float("inf")])
+    assert ci["n"] == 5 and ci["median"] == 1.0 and ci["ci_high"] == float("inf") and ci["ci_level"] == 0.9375
+    assert stats.median_ci([1.0, float("nan"), 2.0, 3.0])["n"] == 3

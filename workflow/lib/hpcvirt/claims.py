@@ -36,9 +36,10 @@ the median with at least that probability.  A check on rows of guests
 under TCG software emulation is *not testable* on that host (its value is
 kept and shown: it measures the emulator, not a hypervisor; with KVM the
 same check decides).  A claim holds when all its checks hold and does not
-hold when one does not; otherwise it is not testable when one check is,
-and inconclusive when one check is; a check whose rows are not in the
-campaign makes the claim *not tested* (the reason names the missing rows).
+hold when one does not, whatever the others; otherwise a check whose rows
+are not in the campaign makes the claim *not tested* (the reason names the
+missing rows), then it is not testable when one check is, and inconclusive
+when one check is.
 A ``mapping`` or ``not_testable`` text may say a part only where the
 campaign's guests ran under one accelerator, ``{tcg: ...}`` or ``{kvm: ...}``
 (:func:`hpcvirt.labels.for_accel`).
@@ -347,7 +348,7 @@ def evaluate(claims: list[Claim], tidy: pd.DataFrame, campaign: str, level: floa
         verdicts = {r["verdict"] for r in part}
         # a claim is the conjunction of its checks: one that does not hold refutes it; one that cannot
         # be tested on this host (guests emulated) leaves it undecided here, whatever the others say
-        overall = ("not tested" if "not tested" in verdicts else "does not hold" if "does not hold" in verdicts
+        overall = ("does not hold" if "does not hold" in verdicts else "not tested" if "not tested" in verdicts
                    else "not testable" if "not testable" in verdicts
                    else "inconclusive" if "inconclusive" in verdicts else "holds")
         for r in part:

@@ -134,7 +134,7 @@ def containers_tex(ratios: pd.DataFrame | None, *, campaign: str, latency_bytes:
         "\\begin{table}[t]\n\\centering\\small\n"
         f"\\caption{{Containers against the bare host (campaign \\texttt{{{latex_escape(campaign)}}}): "
         f"latency at {fmt_bytes(latency_bytes)} and peak bandwidth, container / bare host, "
-        "paired by interleaved round (each round ran the three configurations back to back), "
+        "paired by interleaved round (each round ran the three configurations in a shuffled order), "
         f"median [CI] over $n$ rounds (achieved coverage at least {fmt(100 * level, 3)}\\,\\%"
         f"{'; with at most five rounds the CI is their range' if p2p['n'].max() <= 5 else ''}).{ONE_ROUND} "
         "Latency above 1 and bandwidth below 1 are costs of the container. "

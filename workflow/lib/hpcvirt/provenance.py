@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
 import re
 import shutil
@@ -275,6 +276,20 @@ def portable(obj, roots: list[tuple[str, str]] | None = None):
     return obj
 
 
+#: Prefixes of the variables that tune an MPI, its fabric or its threads (Open MPI's MCA and PMIx's, UCX,
+#: MPICH's CVARs, libfabric, Intel MPI, OpenMP): a run inherits them from the job's environment (a site's
+#: modules, a user's shell) beside the testbed's own, so they are recorded; nothing else of the environment is.
+TUNING_PREFIXES = ("OMPI_MCA_", "PMIX_MCA_", "UCX_", "MPIR_CVAR_", "MPICH_", "HYDRA_", "FI_", "I_MPI_", "OMP_",
+                   "GOMP_", "KMP_")
+
+
+def inherited_tuning(environ: dict[str, str] | None = None, own: dict | None = None) -> dict[str, str]:
+    """The tuning variables (:data:`TUNING_PREFIXES`) of ``environ`` (the process's) that a run inherits
+    without the testbed setting them (``own``: the launch's environment, recorded as the command's)."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(environ) if k.startswith(TUNING_PREFIXES) and k not in (own or {})}
+
+
 def record(*, launch: dict, status: dict, config_digest: str, context: dict) -> dict:
     """The provenance record written next to a raw output (:func:`portable`)."""
     from .runtime import PROCESS_ENV
@@ -284,7 +299,8 @@ def record(*, launch: dict, status: dict, config_digest: str, context: dict) -> 
         "schema": "hpcvirt-provenance/1",
         "git": git_info(),
         "config_hash": config_digest,
-        "command": {"argv": launch["argv"], "env": env, "isolation": launch.get("isolation")},
+        "command": {"argv": launch["argv"], "env": env, "isolation": launch.get("isolation"),
+                    "inherited_env": inherited_tuning(own=launch.get("env", {}))},
         "server": {"argv": launch.get("server_argv")} if launch.get("server_argv") else None,
         "mpi": mpi_identity(launch.get("mpi", "")) if launch.get("mpi") not in ("", "none") else None,
         "host": host_facts(),

@@ -41,11 +41,12 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int, float]:
 
 
 def median_ci(values: Sequence[float], level: float = 0.95) -> dict:
+    # NaN is no value; an infinity is one (a knee that is never reached), and order statistics take it
     x = np.sort(np.asarray(values, dtype=float))
-    x = x[np.isfinite(x)]
+    x = x[~np.isnan(x)]
     n = len(x)
     if n == 0:
-        raise ValueError("no finite values")
+        raise ValueError("no values")
     l, u, cov = median_ci_ranks(n, level)
     return {
         "n": n,

@@ -152,7 +152,8 @@ class Iperf3(ClientServer):
         return self.client_server(entry, client, ["-s", "-p", port], listening_probe(int(port)), probe_on_server=True)
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
-        return {"streams": s["streams"], "seconds": s["seconds"], "omit": s["omit"]}
+        return {"streams": s["streams"], "seconds": s["seconds"], "omit": s["omit"],
+                "warmup": f"{s['omit']} s omitted before the timed ones (-O)"}
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
         return parse(raw, streams=expected.get("streams"), seconds=expected.get("seconds"),

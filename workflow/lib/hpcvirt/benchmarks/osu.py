@@ -358,6 +358,7 @@ class OSU(Benchmark):
 
     def expected(self, s: dict, rank_hosts: list[str]) -> dict:
         return {"min_bytes": s["min_bytes"], "max_bytes": s["max_bytes"], "test": s["test"],
+                "warmup": f"{s['warmup']} untimed iterations per size (-x)",
                 **({"pairs": s["ranks"] // 2} if s["test"] in MULTI_PAIR else {})}
 
     def numbers(self, rows) -> dict[str, str]:
