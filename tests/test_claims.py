@@ -553,3 +553,17 @@ def test_a_refuted_check_refutes_the_claim_even_when_another_is_not_measured():
     holds = dict(refuted, bound=4)
     open_ = claims.evaluate([claims.Claim("EXP-13", "exposito2012", "s", "r", "m", (holds, missing), None)], tidy, "c")
     assert set(open_["claim_verdict"]) == {"not tested"}
+
+
+def test_the_other_campaigns_machines_are_named_by_cpu_and_count(tmp_path):
+    """What the stability of a verdict rests on: the machines of the study's other campaigns, from their host
+    records, most campaigns first."""
+    recs = []
+    for i, (model, n) in enumerate([("AMD EPYC", "2"), ("Intel(R) Xeon(R)", "2"), ("AMD EPYC", "2")]):
+        p = tmp_path / f"c{i}/local/provenance.json"
+        p.parent.mkdir(parents=True)
+        p.write_text(json.dumps({"host": {"cpu": {"model": model, "lscpu": {"CPU(s)": n}}}}))
+        recs.append(p)
+    assert claims_tex.campaign_hosts_tex(recs) == ("\\def\\hvClaimCampaignHosts{AMD EPYC, 2 CPUs (2) and "
+                                                   "Intel(R) Xeon(R), 2 CPUs (1)}\n")
+    assert claims_tex.campaign_hosts_tex([]) == "\\def\\hvClaimCampaignHosts{none}\n"

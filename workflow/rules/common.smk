@@ -245,6 +245,16 @@ def study_campaigns():
     )
 
 
+def study_campaign_hosts():
+    """One host record (its first testbed's provenance.json) of each other campaign of the study: on
+    what machines the verdicts they share were measured."""
+    return [
+        str(next(iter(sorted(Path("data/results", c).glob("*/provenance.json")))))
+        for c in study_campaigns()
+        if any(Path("data/results", c).glob("*/provenance.json"))
+    ]
+
+
 # The companions' tables and those of the study's other campaigns are records,
 # read as committed: no rule of this study makes them (their testbeds and plans
 # need not be this study's), unless it is the campaign measured.  (Parsed by

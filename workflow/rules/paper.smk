@@ -103,6 +103,7 @@ rule claims:
         archive_hosts=archive_host_records,
         # the verdicts of every other campaign of the study, for the stability of each
         campaigns=expand("data/results/{c}/verdicts.csv", c=study_campaigns()),
+        campaign_hosts=study_campaign_hosts(),
     output:
         verdicts=report(
             f"data/results/{CAMPAIGN}/claims.csv",

@@ -82,6 +82,24 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
     return "".join(out)
 
 
+def campaign_hosts_tex(records) -> str:
+    """``\\hvClaimCampaignHosts``: the machines the study's other campaigns ran on, by CPU model and count
+    with the campaigns of each (``AMD EPYC, 2 CPUs (10) and Intel Xeon Processor, 2 CPUs (1)``), from one host
+    record (``provenance.json``) per campaign; "none" without other campaigns."""
+    import json
+
+    from .labels import and_list, latex_escape
+
+    kinds: dict[str, int] = {}
+    for p in records:
+        cpu = (json.loads(Path(p).read_text()).get("host") or {}).get("cpu") or {}
+        n = (cpu.get("lscpu") or {}).get("CPU(s)")
+        key = ", ".join(x for x in (cpu.get("model") or "an unrecorded CPU", f"{n} CPUs" if n else "") if x)
+        kinds[key] = kinds.get(key, 0) + 1
+    text = and_list([f"{latex_escape(k)} ({n})" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))])
+    return f"\\def\\hvClaimCampaignHosts{{{text or 'none'}}}\n"
+
+
 def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | None = None) -> str:
     """A longtable: per study, every claim with its checks and verdict."""
     caption = caption or "Every claim of the five studies, checked on this campaign."
