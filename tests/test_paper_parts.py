@@ -55,7 +55,7 @@ def test_sections_outside_parts_use_only_macros_every_campaign_defines():
     always = {"hvCampaign", "hvReps", "hvRuns", "hvLatBytes", "hvCiLevel", "hvCiLevelMax", "hvCiRounds", "hvHostRecords", "hvCpuModel", "hvCores", "hvKernel",
               "hvOpenmpiVersion", "hvMpichVersion", "hvNetpipeVersion", "hvQperfVersion",
               "hvHostVm", "hvHostContainer", "hvHostIsVm", "hvHostInContainer", "hvVmAccels", "hvGuestsRan", "hvOmittedParts",
-              "hvTestbedCount", "hvTestbedList",        # the testbeds the campaign measured on
+              "hvTestbedCount", "hvTestbedList", "hvMachines",  # the testbeds and machines the campaign measured on
               "hvArchive", "hvIsArchive",               # whether it is the archive
               "hvClaimMinCoverage", "hvClaimCampaignHosts"}          # the claims rule's, for every campaign (generated/claims.tex)
     used = {m for text in SECTIONS.values() for m in part_needs(text)[0]}
@@ -239,6 +239,10 @@ def test_the_introduction_lists_the_testbeds_the_campaign_measured_on():
     intro = SECTIONS["introduction.tex"]
     assert "\\hvTestbedCount{} testbeds interleaved in time: \\hvTestbedList." in intro
     assert not re.search(r"\b(eight|seven|nine) testbeds", intro)
+    # the machines are the rows' hosts: the archive's one; a site's measurement jobs on three nodes, three
+    assert full["hvMachines"] == "one machine" and "measured on \\hvMachines, with" in intro
+    site = tidy.assign(host=[f"node{i % 3}" for i in range(len(tidy))])
+    assert testbed_numbers(site, descriptions)["hvMachines"] == "three machines"
 
 
 def test_the_guests_vcpus_and_the_host_cores_come_from_the_records():

@@ -12,7 +12,8 @@ and compares it with a threshold::
     - ratio: [{...subject...}, {...reference...}]       # subject / reference, paired by round
       within: [1.2, 2.0]
     - difference: [{...}, {...}]                        # subject - reference, paired by round
-    - spread: {...}                   # per configuration: std/mean over the rounds
+    - spread: {...}                   # per configuration: std/mean over the rounds; the median and
+                                      # CI are then over the configurations (each one value), not rounds
 
 A selector names tidy columns (``testbed``, ``benchmark``, ``mpi``,
 ``interconnect``, ``variant``, ``ranks``, ``placement``, ...), the ``metric``

@@ -315,7 +315,8 @@ def testbed_numbers(tidy: pd.DataFrame, descriptions: dict[str, str]) -> Macros:
     name; a testbed without one by its name); per testbed with a declared
     link, ``\\hvLink<Testbed>`` (its rows' ``link``: ``vxlan, rate 1gbit``)
     and, where it is limited to a rate, ``\\hvRate<Testbed>``
-    (``1\\,Gbit/s``)."""
+    (``1\\,Gbit/s``); ``\\hvMachines`` (``one machine``: the distinct hosts
+    of its rows, the machines that ran its measurement jobs)."""
     m = Macros()
     if "link" in tidy:
         for tb, lk in sorted(set(zip(tidy["testbed"].astype(str), tidy["link"].fillna("").astype(str)))):
@@ -324,6 +325,10 @@ def testbed_numbers(tidy: pd.DataFrame, descriptions: dict[str, str]) -> Macros:
             rates = [p.strip() for p in lk.split(",") if p.strip().startswith("rate ")]
             if rates:
                 m[f"hvRate{camel(tb)}"] = rate_label(rates[0]).replace(" ", "\\,")
+    # the machines whose measurement jobs ran the campaign (the rows' host: an id, or a name in older records)
+    hosts = tidy["host"].dropna().astype(str) if "host" in tidy else pd.Series(dtype=str)
+    if hosts.nunique():
+        m["hvMachines"] = f"{count_text(hosts.nunique())} machine{'s' if hosts.nunique() > 1 else ''}"
     ran = set(tidy["testbed"].astype(str))
     names = [tb for tb in descriptions if tb in ran]
     if names:
