@@ -407,9 +407,13 @@ def test_forcing_a_finished_measurement_is_refused_before_snakemake_deletes_it(t
         cp = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--workflow-profile",
                              "workflow/profiles/default", *force, "--", rel], cwd=repo, env=env,
                             capture_output=True, text=True, timeout=300)
-        assert cp.returncode != 0 and f"this run would delete 1 raw output the campaign has and measure it again " \
-            f"({rel}): raw outputs are records" in cp.stderr, (force, cp.stderr[-2000:])
+        assert cp.returncode != 0 and "this run would delete 2 records the campaign has under data/raw/ and make " \
+            f"them again ({rel[:-4]}.json, {rel}): raw outputs and their records are never replaced" in cp.stderr, \
+            (force, cp.stderr[-2000:])
         assert "rule measure" not in cp.stdout + cp.stderr and raw.exists()
         assert hashlib.sha256(raw.read_bytes()).hexdigest() == before
     assert replaced_records([rel, rel + ".missing", "paper/main.pdf"]) is not None
     assert replaced_records(["data/raw/none/x/rep-1.out", "paper/main.pdf"]) is None
+    # a container campaign's preflight record (the runtimes' versions the paper quotes) is a record too
+    preflight = next(str(p.relative_to(repo)) for p in (repo / "data/raw").glob("container-*/*/preflight.json"))
+    assert "make it again (" + preflight in replaced_records([preflight])

@@ -63,8 +63,10 @@ rule build_offline_sif:
 
 rule preflight:
     input:
-        # the image of the testbed's runtime (built first when a rule makes it)
-        image=lambda w: TESTBEDS[w.testbed]["runtime"]["image"],
+        # the image of the testbed's runtime (built first when a rule makes it); ancient: a campaign's
+        # record of what it ran with is never made again when the image is rebuilt (each run's provenance
+        # names the image digest it ran)
+        image=lambda w: ancient(TESTBEDS[w.testbed]["runtime"]["image"]),
     output:
         record="data/raw/{campaign}/{testbed}/preflight.json",
     log:

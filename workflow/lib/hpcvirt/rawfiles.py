@@ -98,17 +98,17 @@ def drop_kept(items) -> None:
 
 
 def replaced_records(outputs) -> str | None:
-    """Why a run must not start (None: it may): among the ``outputs`` of the jobs it would run, raw outputs
-    that exist, which the workflow manager would delete before measuring them again.  ``protected()``
-    makes them read-only, but a process of root may write any file, so Snakemake takes none of them for
-    protected (and a git checkout does not keep the mode): ``--forceall``, ``--forcerun``/``-R`` of a
-    measurement, ``--force`` of a raw output, or an input newer than a raw output would replace them."""
-    have = sorted({str(f) for f in outputs if str(f).startswith("data/raw/") and str(f).endswith(".out")
-                   and Path(f).exists()})
+    """Why a run must not start (None: it may): among the ``outputs`` of the jobs it would run, records under
+    ``data/raw/`` that exist (raw outputs, their provenance, a testbed's preflight record), which the
+    workflow manager would delete before making them again.  ``protected()`` makes raw outputs read-only,
+    but a process of root may write any file, so Snakemake takes none of them for protected (and a git
+    checkout does not keep the mode): ``--forceall``, ``--forcerun``/``-R`` of a measurement, ``--force``
+    of a raw output, or an input newer than a record would replace them."""
+    have = sorted({str(f) for f in outputs if str(f).startswith("data/raw/") and Path(f).exists()})
     if not have:
         return None
-    return (f"hpcvirt: this run would delete {len(have)} raw output{'s' if len(have) > 1 else ''} the campaign "
-            f"has and measure {'them' if len(have) > 1 else 'it'} again ({', '.join(have[:2])}"
-            + (f" and {len(have) - 2} more" if len(have) > 2 else "") + "): raw outputs are records and are never "
-            "replaced. Measure into a new campaign (--config campaign=<name>), or force only a later step "
+    return (f"hpcvirt: this run would delete {len(have)} record{'s' if len(have) > 1 else ''} the campaign "
+            f"has under data/raw/ and make {'them' if len(have) > 1 else 'it'} again ({', '.join(have[:2])}"
+            + (f" and {len(have) - 2} more" if len(have) > 2 else "") + "): raw outputs and their records are "
+            "never replaced. Measure into a new campaign (--config campaign=<name>), or force only a later step "
             "(--forcerun parse aggregate numbers); to measure one output again, delete it and its .json first.")
