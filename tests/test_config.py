@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcvirt.config import ConfigError, load_study, load_testbed
+from hpcvirt.config import ConfigError, load_schema, load_study, load_testbed
 from studies import study_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +256,8 @@ def test_config_files_are_read_with_libyaml_and_only_safely(tmp_path):
 def test_edited_testbed_is_refused_for_its_campaign(tmp_path):
     import json
 
-    from hpcvirt.config import check_campaign_testbeds, testbed_hash
+    from hpcvirt.config import testbed_hash
+    from hpcvirt.rawfiles import check_campaign_testbeds
 
     study, tbs = load_study(copy.deepcopy(LOCAL_STUDY), config_path="config/config.yaml",
                             testbed_dir=ROOT / "config/testbeds")
@@ -280,7 +281,8 @@ def test_added_benchmark_keeps_the_campaign_record_valid(tmp_path):
     accepted; changing or removing an existing entry is refused."""
     import json
 
-    from hpcvirt.config import check_campaign_testbeds, testbed_hash
+    from hpcvirt.config import testbed_hash
+    from hpcvirt.rawfiles import check_campaign_testbeds
 
     _, tbs = load_study(copy.deepcopy(LOCAL_STUDY), config_path="config/config.yaml",
                         testbed_dir=ROOT / "config/testbeds")
@@ -682,6 +684,9 @@ BAD_YAML_TESTBED = [
      ["local.yaml: mpi.openmpi.launcher[2]: '{ranks' is not a template"]),
     (LOCAL_TEXT.replace(OPENMPI_LAUNCHER, 'launcher: [mpirun, -np, "{}",').encode(),
      ["local.yaml: mpi.openmpi.launcher[2]: placeholder {} is not one of"]),
+    ((LOCAL_TEXT + "1: x\n").encode(), ["local.yaml: 1: a key that is not a string (line"]),
+    (LOCAL_TEXT.replace("\nmpi:\n", "\nmpi:\n  yes: {launcher: [x], paths: {shm: {}}}\n", 1).encode(),
+     ["local.yaml: mpi.yes: a key that is not a string", "quote it"]),
     (LOCAL_TEXT.replace("btl_tcp_if_include, lo]", 'btl_tcp_if_include, lo, "{block:09}"]').encode(),
      ["local.yaml: mpi.openmpi.paths.tcp.args[9]: placeholder {block} takes no format spec"]),
 ]
@@ -766,3 +771,26 @@ def test_a_layer_with_a_yaml_syntax_error_is_named_with_its_line_before_snakemak
     res = subprocess.run([sys.executable, "-m", "hpcvirt.yamlio", str(ROOT / "config/tiny.yaml"),
                           str(tmp_path / "dup.yaml")], capture_output=True, text=True, env=env)
     assert res.returncode == 1 and res.stderr.startswith(f"{tmp_path / 'dup.yaml'}: campaign: duplicate key")
+    # an empty layer, or a list: named (Snakemake's message names neither file nor line)
+    from hpcvirt.config import check_files
+
+    for text in ("", "- a\n- b\n"):
+        (tmp_path / "top.yaml").write_text(text)
+        res = subprocess.run([sys.executable, "-m", "hpcvirt.yamlio", str(tmp_path / "top.yaml")], capture_output=True,
+                             text=True, env=env)
+        assert res.returncode == 1 and "top.yaml: empty, or not a mapping of keys to values" in res.stderr
+        with pytest.raises(ConfigError, match=r"top.yaml: empty, or not a mapping of keys to values at its top level"):
+            check_files([str(ROOT / "config/config.yaml"), str(tmp_path / "top.yaml")])
+
+
+def test_a_value_that_ends_in_a_newline_does_not_match_a_pattern(tmp_path):
+    """Python's ``$`` matches before a final newline, so ``^[a-z]+$`` took ``"mpirun\\n"``: every pattern of the
+    schemas holds to the string's end (a launcher word, an environment value, the campaign)."""
+    bad = tmp_path / "local.yaml"
+    bad.write_text(LOCAL_TEXT.replace(OPENMPI_LAUNCHER, 'launcher: ["mpirun\\n", -np, "{ranks}",'))
+    with pytest.raises(ConfigError, match=r"local.yaml: mpi.openmpi.launcher\[0\]: 'mpirun\\n' does not match"):
+        load_testbed(bad, load_schema("testbed.schema.yaml"))
+    with pytest.raises(ConfigError, match=r"campaign: 'c1\\n' does not match the allowed pattern"):
+        load_study(dict(copy.deepcopy(LOCAL_STUDY), campaign="c1\n"), config_path="config/config.yaml",
+                   testbed_dir=ROOT / "config/testbeds")
+    load_testbed(ROOT / "config/testbeds/local.yaml", load_schema("testbed.schema.yaml"))      # the real one passes

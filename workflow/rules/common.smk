@@ -39,10 +39,10 @@ from hpcvirt.kinds import KINDS
 from hpcvirt.config import (
     ConfigError,
     archived_campaign,
-    check_campaign_testbeds,
     emulated_note,
     load_study,
 )
+from hpcvirt.rawfiles import check_campaign_testbeds
 
 # the study's files, as its errors name them: config/config.yaml, the --configfile layers, --config
 STUDY_SOURCES = " + ".join(

@@ -15,7 +15,6 @@ the testbed schema.
 from __future__ import annotations
 
 import copy
-import json
 import re
 import string
 from pathlib import Path
@@ -54,7 +53,8 @@ def check_files(paths) -> None:
     the file and the key.  The workflow checks ``config/config.yaml`` and the
     ``--configfile`` overlays with it before its own loading uses them."""
     for path in paths:
-        _load_yaml(Path(path))
+        if not isinstance(_load_yaml(Path(path)), dict):      # Snakemake's own message would not name it
+            raise ConfigError(f"{path}: empty, or not a mapping of keys to values at its top level")
 
 
 def load_schema(name: str, schema_dir: Path | None = None) -> dict:
@@ -99,8 +99,14 @@ def _explain(error: jsonschema.ValidationError) -> str:
     return (f"{error.instance!r} is not allowed here" if v == "not" else error.message) + (f" ({why})" if why else "")
 
 
-_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=jsonschema.Draft202012Validator
-                                          .TYPE_CHECKER.redefine("integer", lambda _, x: type(x) is int))
+def _pattern(validator, pattern, instance, schema):
+    """``pattern`` up to the string's end: Python's ``$`` also matches before a final newline."""
+    if validator.is_type(instance, "string") and not re.search(pattern.removesuffix("$") + r"\Z", instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": _pattern}, type_checker=jsonschema
+                                          .Draft202012Validator.TYPE_CHECKER.redefine("integer", lambda _, x: type(x) is int))
 
 
 def validate(data: Any, schema: Mapping, path: Path | str) -> None:
@@ -401,50 +407,3 @@ def emulated(testbeds: Mapping[str, dict]) -> dict[str, str]:
                 out[name] = why
     return out
 
-
-def _differences(old, new, prefix: str = "") -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for k in sorted(set(old) | set(new)):
-            out += _differences(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
-        return out
-    return [] if old == new else [f"{prefix}: {old!r} -> {new!r}"]
-
-
-def _is_new_offer(difference: str) -> bool:
-    """A difference that only adds a benchmark entry (``mpi.<mpi>.<bench>`` or
-    ``<bench>``) the campaign's record did not have."""
-    key, _, change = difference.partition(": ")
-    parts = key.split(".")
-    where_ok = len(parts) == 1 or (len(parts) == 3 and parts[0] == "mpi")
-    return where_ok and parts[-1] in {b.name for b in REGISTRY} and change.startswith("None -> ")
-
-
-def check_campaign_testbeds(campaign: str, testbeds: dict[str, dict], raw_root: str = "data/raw") -> None:
-    """Refuse to add measurements made with edited testbed settings to a
-    campaign that already has some: raw-output paths encode the benchmark
-    parameters, not the testbed's launcher, flags or environment, so an
-    edited testbed file would otherwise be silently mixed with (or hidden
-    behind) the old outputs.  Adding a benchmark the record did not offer
-    changes no earlier output and is accepted (each run's provenance has its
-    own testbed hash).  A campaign measured before testbed records
-    existed has none, and is accepted as it is."""
-    for name, tb in testbeds.items():
-        record = Path(raw_root) / campaign / name / "testbed.json"
-        try:
-            old = json.loads(record.read_text())
-        except FileNotFoundError:
-            continue
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{record}: unreadable testbed record of campaign {campaign!r}: {exc}") from None
-        if old.get("testbed_hash") != testbed_hash(tb):
-            diff = [d for d in _differences(old.get("testbed", {}), tb) if not d.startswith("description:")]
-            if all(_is_new_offer(d) for d in diff):
-                continue  # only benchmarks added: no earlier output was measured with other settings
-            raise ConfigError(
-                f"config/testbeds/{name}.yaml changed since campaign {campaign!r} measured on it "
-                f"({record} records {old.get('testbed_hash')}, the file now gives {testbed_hash(tb)}):\n    "
-                + "\n    ".join(diff[:10] or ["(settings differ)"])
-                + f"\n  Measure a new campaign (--config campaign=<new name>), or restore the file; the raw outputs "
-                f"of {campaign!r} stay as they are."
-            )

@@ -158,7 +158,7 @@ def record_testbed(campaign: str, tb: dict) -> None:
     """Keep the testbed's settings beside the campaign's raw outputs
     (``data/raw/<campaign>/<testbed>/testbed.json``, written once, never
     replaced): the workflow refuses to add measurements made with other
-    settings to the campaign (:func:`hpcvirt.config.check_campaign_testbeds`)."""
+    settings to the campaign (:func:`hpcvirt.rawfiles.check_campaign_testbeds`)."""
     path = paths.raw_output(Path(paths.RAW_ROOT) / campaign / tb["name"] / "testbed.json")
     if path.exists():
         return

@@ -3,7 +3,9 @@ are never raw outputs themselves: a run's partial output
 (``.rep-N.out.<random>.partial``, published at the raw path only when the run
 succeeded), the directory where its ranks record their hosts (the partial's
 name + ``.ranks``), and a round's journal links (``.rep-N.out.kept`` beside
-the raw output and its provenance: :func:`hpcvirt.measure.run_round`)."""
+the raw output and its provenance: :func:`hpcvirt.measure.run_round`); and
+the guards that keep the records of a campaign as they are (no record made
+again, no testbed changed under a campaign that has measured on it)."""
 
 from __future__ import annotations
 
@@ -112,3 +114,57 @@ def replaced_records(outputs) -> str | None:
             + (f" and {len(have) - 2} more" if len(have) > 2 else "") + "): raw outputs and their records are "
             "never replaced. Measure into a new campaign (--config campaign=<name>), or force only a later step "
             "(--forcerun parse aggregate numbers); to measure one output again, delete it and its .json first.")
+
+
+def _differences(old, new, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new)):
+            out += _differences(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if old == new else [f"{prefix}: {old!r} -> {new!r}"]
+
+
+def _is_new_offer(difference: str) -> bool:
+    """A difference that only adds a benchmark entry (``mpi.<mpi>.<bench>`` or
+    ``<bench>``) the campaign's record did not have."""
+    key, _, change = difference.partition(": ")
+    parts = key.split(".")
+    where_ok = len(parts) == 1 or (len(parts) == 3 and parts[0] == "mpi")
+    from .benchmarks import REGISTRY
+
+    return where_ok and parts[-1] in {b.name for b in REGISTRY} and change.startswith("None -> ")
+
+
+def check_campaign_testbeds(campaign: str, testbeds: dict[str, dict], raw_root: str = "data/raw") -> None:
+    """Refuse to add measurements made with edited testbed settings to a
+    campaign that already has some: raw-output paths encode the benchmark
+    parameters, not the testbed's launcher, flags or environment, so an
+    edited testbed file would otherwise be silently mixed with (or hidden
+    behind) the old outputs.  Adding a benchmark the record did not offer
+    changes no earlier output and is accepted (each run's provenance has its
+    own testbed hash).  A campaign measured before testbed records
+    existed has none, and is accepted as it is."""
+    import json
+
+    from .config import ConfigError, testbed_hash
+
+    for name, tb in testbeds.items():
+        record = Path(raw_root) / campaign / name / "testbed.json"
+        try:
+            old = json.loads(record.read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{record}: unreadable testbed record of campaign {campaign!r}: {exc}") from None
+        if old.get("testbed_hash") != testbed_hash(tb):
+            diff = [d for d in _differences(old.get("testbed", {}), tb) if not d.startswith("description:")]
+            if all(_is_new_offer(d) for d in diff):
+                continue  # only benchmarks added: no earlier output was measured with other settings
+            raise ConfigError(
+                f"config/testbeds/{name}.yaml changed since campaign {campaign!r} measured on it "
+                f"({record} records {old.get('testbed_hash')}, the file now gives {testbed_hash(tb)}):\n    "
+                + "\n    ".join(diff[:10] or ["(settings differ)"])
+                + f"\n  Measure a new campaign (--config campaign=<new name>), or restore the file; the raw outputs "
+                f"of {campaign!r} stay as they are."
+            )

@@ -33,6 +33,7 @@ MAX_NODES = 100_000
 MAX_DEPTH = 64
 
 _MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
 
 
 class Refused(yaml.YAMLError):
@@ -67,7 +68,10 @@ def _check(root: yaml.Node) -> None:
                 name = key.value if isinstance(key, yaml.ScalarNode) else "(complex key)"
                 sub = f"{path}.{name}" if path else str(name)
                 n += size(key, sub, depth + 1)
-                if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE:
+                if not isinstance(key, yaml.ScalarNode) or key.tag not in (_STR, _MERGE):
+                    # yes:, 1:, ~: are a bool, an int, a null: no key a schema's names can check
+                    raise Refused(f"{sub}: a key that is not a string (line {key.start_mark.line + 1}); quote it")
+                if key.tag != _MERGE:
                     if (key.tag, key.value) in seen:
                         raise Refused(f"{sub}: duplicate key at line {key.start_mark.line + 1} (first at line "
                                       f"{seen[key.tag, key.value]}): YAML would keep only the last one")
@@ -141,7 +145,9 @@ if __name__ == "__main__":   # python -m hpcvirt.yamlio FILE...: each file read 
 
     for arg in sys.argv[1:]:
         try:
-            load_file(arg)
+            data = load_file(arg)
         except (OSError, yaml.YAMLError) as exc:
             what = "" if isinstance(exc, (Refused, OSError)) else "not valid YAML: "
             sys.exit(f"{arg}: {what}{exc.strerror if isinstance(exc, OSError) else exc}")
+        if not isinstance(data, dict):
+            sys.exit(f"{arg}: empty, or not a mapping of keys to values at its top level")
