@@ -257,3 +257,18 @@ def test_the_coverage_the_text_states_spans_the_campaigns_intervals():
     # a campaign of one round (a quick look) says it has no intervals instead of "a coverage of 0 %"
     assert "\\newcommand{\\hvifoneround}" in main and "none: one round" in main
     assert "\\hvifoneround{; this campaign ran one round" in (ROOT / "paper/sections/method.tex").read_text()
+
+
+def test_a_latency_size_no_run_measured_stops_the_numbers_naming_the_key_and_the_sizes():
+    """paper.latency_bytes is checked against what the headline point-to-point runs measured: a size none of
+    them has would leave every latency of the paper empty ("not in this campaign"), so it is refused, naming
+    the key and the sizes every run measured."""
+    from hpcvirt.analysis import latency_size_problem
+
+    study = load_study(config_path=ROOT / "config/config.yaml", testbed_dir=ROOT / "config/testbeds")[0]
+    summary = pd.read_csv(ROOT / "data/results" / study["campaign"] / "summary.csv")
+    assert latency_size_problem(summary, study["paper"]["latency_bytes"]) is None
+    why = latency_size_problem(summary, 3)
+    assert why.startswith("paper.latency_bytes: 3 B is a size no headline point-to-point run measured")
+    assert why.endswith("sizes every one measured: 8, 512, 32768, 2097152")
+    assert latency_size_problem(summary.iloc[0:0], 3) is None       # a campaign without them: nothing to say

@@ -71,6 +71,9 @@ def test_advect_times_that_are_no_time_and_doubled_lines_are_rejected(tmp_path):
     assert line.search(src.read_text())
     _reject(tmp_path, src, lambda t: line.sub("time_compute_s nan", t), r"is nan: not a finite")
     _reject(tmp_path, src, lambda t: line.sub(r"time_compute_s -\1", t), r"not a finite, non-negative number")
+    total = re.compile(r"^time_total_s (\S+)", re.M)
+    assert total.search(src.read_text())
+    _reject(tmp_path, src, lambda t: total.sub("time_total_s 0.0", t), r"is 0 us: a run takes time")
     first = next(ln for ln in src.read_text().splitlines() if ln.startswith("time_compute_s"))
     _reject(tmp_path, src, lambda t: t.replace(first, f"{first}\n{first}"), r"a second 'time_compute_s' line")
 
@@ -162,3 +165,35 @@ def test_a_summary_field_or_a_wrapper_line_printed_twice_is_rejected(tmp_path):
     foam = RAW / "local/openfoam/openmpi-shm_r100_t100_n2/rep-1.out"
     _reject(tmp_path, foam, lambda t: t.replace("\nend\n", "\nwall_s 0.1\nend\n"),
             r"line \d+: the wrapper's 'wall_s' line appears twice")
+
+
+def test_more_than_the_run_asked_for_is_rejected(tmp_path):
+    """Two LAMMPS runs in one output, a sweep beyond the largest size asked for (OSU, IMB), a qperf size not
+    asked for, and a qperf result cut before its timed span: none is this run's output as it was asked."""
+    lmp = RAW / "local/lammps/openmpi-shm_c20_s700_n1/rep-1.out"
+    _reject(tmp_path, lmp, lambda t: t + t, r"a second LAMMPS banner \(the first at line 1\): one run per output")
+    osu = RAW / "local/osu/openmpi-shm_osu_latency_n2_1-262144_i100x10/rep-1.out"
+    _reject(tmp_path, osu, lambda t: t.rstrip("\n") + "\n524288                 55.10\n",
+            r"sweep ends at 524288 B, beyond the 262144 B asked for")
+    imb = RAW / "local/imb/openmpi-shm_PingPong_2-26_i1000/rep-1.out"
+    last = re.compile(r"^( +)67108864( +\d+ +\S+ +\S+)\n", re.M)
+    assert last.search(imb.read_text())
+    _reject(tmp_path, imb, lambda t: last.sub(lambda m: m.group(0) + f"{m.group(1)}134217728{m.group(2)}\n", t, 1),
+            r"IMB PingPong ran to 134217728 bytes, beyond the 67108864 bytes asked for")
+    qp = RAW / "local/qperf/tcp_lat_8-2097152x64_t1/rep-1.out"
+    block = re.search(r"^tcp_lat:\n(?:[ \t]+.*\n)+", qp.read_text(), re.M).group(0)
+    _reject(tmp_path, qp, lambda t: t + re.sub(r"msg_size\s+=\s+\d+", "msg_size  =           4", block),
+            r"results for sizes \[4\] that the run did not ask for")
+    _reject(tmp_path, qp, lambda t: t.rstrip("\n").rsplit("\n", 1)[0] + "\n", r"tcp_lat at 2097152 bytes has no time")
+
+
+def test_an_archived_record_without_its_first_size_takes_it_from_its_raw_path(tmp_path):
+    """Records made before min_bytes was expected (the archive's OSU runs): a lost first size is refused all the
+    same, by the first size the raw path names (..._1-262144_i100x10)."""
+    src = RAW / "local/osu/openmpi-shm_osu_allreduce_n4_1-262144_i100x10/rep-1.out"
+    assert "min_bytes" not in json.loads(src.with_suffix(".json").read_text())["context"]["expected"]
+    first = re.compile(r"^1 +\S+\n", re.M)
+    assert first.search(src.read_text())
+    dest = tmp_path / src.parent.name
+    dest.mkdir()
+    _reject(dest, src, lambda t: first.sub("", t, 1), r"the sweep starts at 2 B, expected 1 B")

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from hpcvirt import numbers
+from hpcvirt.analysis import latency_size_problem
 from hpcvirt.atomic import write_text
 from hpcvirt.labels import Macros
 from hpcvirt.paper import benchmark_numbers, campaign_numbers, commprof_numbers, streams_numbers, testbed_numbers
@@ -24,6 +25,10 @@ with open(snakemake.log[0], "w") as log:
             records.append(json.load(fh))
     hosts = records[0]
     latency_bytes = int(snakemake.params.latency_bytes)
+    problem = latency_size_problem(summary, latency_bytes)
+    if problem:
+        print(problem, file=log)
+        raise SystemExit(f"hpcvirt: {problem}")
     place_macros, place_table = placement_tex(summary, tidy)
     view_params = {"latency_bytes": latency_bytes}
     # every number with where it is made: a name made twice stops the build here (Macros)

@@ -142,6 +142,22 @@ def headline(summary: pd.DataFrame, latency_bytes: int, benchmarks: tuple[str, .
     return pd.DataFrame(out)
 
 
+def latency_size_problem(summary: pd.DataFrame, latency_bytes: int) -> str | None:
+    """Why the paper's latency size (config key ``paper.latency_bytes``) gives it no latency (None: it does):
+    a size none of the headline point-to-point configurations measured, with the sizes every one of them
+    measured."""
+    h = headline(summary, latency_bytes)
+    if h.empty or ("lat" in h and h["lat"].notna().any()):
+        return None
+    point_to_point = REGISTRY.point_to_point_rows()
+    d = summary[summary["benchmark"].isin(list(REGISTRY.point_to_point_rows(headline=True)))]
+    d = d[d["metric"] == d["benchmark"].map(lambda b: point_to_point.get(b, (None, "latency"))[1])]
+    sets = [set(g["msg_bytes"].dropna().astype(int)) for _, g in d.groupby(["testbed", "benchmark", "mpi"])]
+    common = sorted(set.intersection(*sets)) if sets else []
+    return (f"paper.latency_bytes: {latency_bytes} B is a size no headline point-to-point run measured, so the paper "
+            f"would have no latency; sizes every one measured: {', '.join(map(str, common[:12])) or 'none'}")
+
+
 def paired_overhead(tidy: pd.DataFrame, subject: dict, reference: dict, *, latency_bytes: int = 8,
                     level: float = 0.95) -> dict | None:
     """Overhead of ``subject`` over ``reference`` from repetitions paired by round.

@@ -57,6 +57,8 @@ UNITS: frozenset[str] = frozenset({"us", "s", "MB/s", "Mbit/s", "Gbit/s", "Mop/s
 
 #: Units whose values may be below zero (an energy); every other value is a time, a rate, a count or a share.
 SIGNED_UNITS: frozenset[str] = frozenset({"Ry"})
+#: Units of a time: a measured one is above zero.
+TIME_UNITS: frozenset[str] = frozenset({"s", "us"})
 
 
 class ParseError(ValueError):
@@ -126,7 +128,7 @@ def to_rows(measurements: Iterable[Measurement], context: Mapping[str, object]) 
 
 def checked(path, measurements: Iterable[Measurement]) -> list[Measurement]:
     """A parser's values, or :class:`ParseError` naming ``path``: every value a finite number (not below
-    zero unless its unit is signed), and one value per metric, variant, message size and rank count (a
+    zero unless its unit is signed; a time above zero), and one value per metric, variant, message size and rank count (a
     result printed twice, e.g. an output holding a restarted run's lines again, would add rows and inflate
     the summaries' n)."""
     out, seen = list(measurements), set()
@@ -137,6 +139,9 @@ def checked(path, measurements: Iterable[Measurement]) -> list[Measurement]:
                 or (v < 0 and m.unit not in SIGNED_UNITS):
             raise ParseError(path, f"{m.metric}{at} is {v!r}: not a finite"
                              + ("" if m.unit in SIGNED_UNITS else ", non-negative") + " number")
+        if v == 0 and m.unit in TIME_UNITS:
+            raise ParseError(path, f"{m.metric}{at} is 0 {m.unit}: a run takes time (below the timer's resolution, "
+                                   "or not timed)")
         key = (m.benchmark, m.metric, m.variant, m.msg_bytes, m.ranks)
         if key in seen:
             raise ParseError(path, f"{m.benchmark} {m.metric}{at} is printed twice: a duplicated result")

@@ -49,6 +49,14 @@ class Patterns:
             setattr(self, name, re.compile(regex, re.M))
 
 
+def check_once(path: str | Path, text: str, pattern: re.Pattern[str], what: str) -> None:
+    """Refuse an output where a line the rows come from (``pattern``) appears twice: two runs in one file,
+    or one run's summary printed twice, would give the rows of whichever a parser read first."""
+    found = [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
+    if len(found) > 1:
+        raise ParseError(path, f"line {found[1]}: a second {what} (the first at line {found[0]}): one run per output")
+
+
 def read_text(path: str | Path) -> str:
     try:
         data = Path(path).read_bytes()

@@ -33,6 +33,7 @@ benchmark or a sweep that starts after ``min_bytes`` or ends before
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from ..tidy import Measurement, ParseError
 from .base import Benchmark, Choices, Counterpart, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
@@ -96,6 +97,9 @@ def parse(path, *, benchmark: str | None = None, expected_max_bytes: int | None 
         if expected_max_bytes is not None and last < expected_max_bytes:
             raise ParseError(path, f"truncated: IMB {name} stopped at {last} bytes, expected up to "
                                    f"{expected_max_bytes} bytes")
+        if expected_max_bytes is not None and last > expected_max_bytes:
+            raise ParseError(path, f"IMB {name} ran to {last} bytes, beyond the {expected_max_bytes} bytes asked for: "
+                                   "not this run's output")
     if not any(ln.strip() == END for ln in lines):
         raise ParseError(path, f"no '{END}' line: the run did not complete")
     if not out:
@@ -204,8 +208,11 @@ class IMB(Benchmark):
         return {"test": s["test"], "min_bytes": 2 ** s["min_log2"], "max_bytes": 2 ** s["max_log2"]}
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
+        # a record made before min_bytes was expected: the first size its raw path names (..._2-26_i...)
+        named = re.search(r"_(\d+)-\d+_i\d+$", Path(raw).parent.name)
+        first = expected.get("min_bytes", 2 ** int(named.group(1)) if named else None)
         return parse(raw, benchmark=expected.get("test"), expected_max_bytes=expected.get("max_bytes"),
-                     expected_min_bytes=expected.get("min_bytes"))
+                     expected_min_bytes=first)
 
 
 BENCHMARK = IMB()

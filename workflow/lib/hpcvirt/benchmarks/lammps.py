@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from ..tidy import Measurement, ParseError
 from .base import Application, Counterpart, Int, Job, Package
-from .common import Patterns, check_no_mpi_error, error_re, ranks_text, read_text, results
+from .common import Patterns, check_no_mpi_error, check_once, error_re, ranks_text, read_text, results
 
 INPUT = "workflow/inputs/lammps/in.lj"
 MAX_DRIFT = 0.01
@@ -64,6 +64,9 @@ def parse(path, expected: dict | None = None) -> list[Measurement]:
     version = LINES.version.search(text)
     if not version:
         raise ParseError(path, "no 'LAMMPS (<version>)' banner: not a LAMMPS output")
+    for pattern, what in ((LINES.version, "LAMMPS banner"), (LINES.loop, "'Loop time' line"),
+                          (LINES.end, "'Total wall time' line")):
+        check_once(path, text, pattern, what)
     if not LINES.end.search(text):
         raise ParseError(path, "no 'Total wall time' line: the run did not complete (cut, killed or failed)")
     loop, perf, header = LINES.loop.search(text), LINES.perf.search(text), LINES.header.search(text)

@@ -187,6 +187,9 @@ def parse(path, *, expected_max_bytes: int | None = None, expected_pairs: int | 
         raise ParseError(
             path, f"sweep ends at {sizes[-1]} B, expected up to {expected_max_bytes} B (truncated)"
         )
+    if expected_max_bytes is not None and sizes[-1] > expected_max_bytes:
+        raise ParseError(path, f"sweep ends at {sizes[-1]} B, beyond the {expected_max_bytes} B asked for: "
+                               "not this run's output")
     if expected_pairs is not None and pairs.get("pairs") != str(expected_pairs):
         raise ParseError(path, f"the run reports {pairs.get('pairs', 'no')} pairs, expected {expected_pairs}")
 
@@ -374,8 +377,11 @@ class OSU(Benchmark):
         return out
 
     def parse(self, raw, expected: dict) -> list[Measurement]:
+        # a record made before min_bytes was expected: the first size its raw path names (..._1-262144_i...)
+        named = re.search(r"_(\d+)-\d+_i\d+x\d+$", Path(raw).parent.name)
+        first = expected.get("min_bytes", int(named.group(1)) if named else None)
         rows = parse(raw, expected_max_bytes=expected.get("max_bytes"), expected_pairs=expected.get("pairs"),
-                     expected_min_bytes=expected.get("min_bytes"))
+                     expected_min_bytes=first)
         if expected.get("test") and rows[0].benchmark != expected["test"]:
             raise ParseError(raw, f"the output is of {rows[0].benchmark}, but {expected['test']} was run")
         return rows

@@ -32,6 +32,8 @@ def _flush(path, block, out):
     if "msg_size" not in fields:
         raise ParseError(path, f"a {test} result has no msg_size: the output was cut")
     size = int(fields["msg_size"][0])
+    if "time" not in fields:      # qperf prints the timed span last: a result without it was cut
+        raise ParseError(path, f"{test} at {size} bytes has no time: the output was cut")
     if test == "tcp_lat":
         if "latency" not in fields:
             raise ParseError(path, f"tcp_lat at {size} bytes has no latency: the output was cut")
@@ -79,6 +81,9 @@ def parse(path, *, expected_sizes: list[int] | None = None, expected_test: str |
         missing = sorted(set(expected_sizes) - set(got))
         if missing:
             raise ParseError(path, f"truncated: no result for sizes {missing}")
+        extra = sorted(set(got) - set(expected_sizes))
+        if extra:
+            raise ParseError(path, f"results for sizes {extra} that the run did not ask for: not this run's output")
     return out
 
 
