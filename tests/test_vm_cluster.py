@@ -212,16 +212,17 @@ def test_a_sites_declared_fabric_names_its_rows_and_labels_and_is_refused_where_
     assert sorted((s["interconnect"], r["interconnect"]) for s, r in pairs) == [("ib", "ib"), ("tcp", "tcp")]
 
     schema = load_schema("testbed.schema.yaml")
-    site.write_text(site.read_text().replace('"OMPI_MCA_btl=self,vader"]\n',
-                                             '"OMPI_MCA_btl=self,vader"]\n        fabric: ib\n'))
-    with pytest.raises(ConfigError, match=r"example-site.yaml: mpi.openmpi.paths.shm: .* is not allowed here "
-                                          r"\(fabric: the path between nodes \(net\) only"):
-        load_testbed(site, schema)
-    bridge = tmp_path / "bridge.yaml"
-    bridge.write_text((TESTBEDS / "bridge.yaml").read_text().replace("      net:\n", "      net:\n        fabric: ib\n", 1))
-    with pytest.raises(ConfigError, match=r"bridge.yaml: mpi.openmpi.paths.net: .* is not allowed here \(fabric "
-                                          r"names a site's or a cloud's network"):
-        load_testbed(bridge, schema)
-    site.write_text(site.read_text().replace("fabric: ib", "fabric: infiniband"))
-    with pytest.raises(ConfigError, match=r"fabric: 'infiniband' is not one of \['tcp', 'ipoib', 'ib', 'roce'\]"):
-        load_testbed(site, schema)
+    refused = [   # (file, text, the text with a fabric, what the error says)
+        ("example-site", '"OMPI_MCA_btl=self,vader"]\n', '"OMPI_MCA_btl=self,vader"]\n        fabric: ib\n',
+         r"example-site.yaml: mpi.openmpi.paths.shm: .* is not allowed here \(fabric: the path between nodes "
+         r"\(net\) only"),
+        ("bridge", "      net:\n", "      net:\n        fabric: ib\n",
+         r"bridge.yaml: mpi.openmpi.paths.net: .* is not allowed here \(fabric names a site's or a cloud's network"),
+        ("example-site", "        fabric: tcp\n", "        fabric: infiniband\n",
+         r"fabric: 'infiniband' is not one of \['tcp', 'ipoib', 'ib', 'roce'\]")]
+    for name, old, new, message in refused:
+        bad = tmp_path / f"{name}.yaml"
+        bad.write_text((tmp_path / f"{name}.yaml").read_text().replace(old, new, 1))
+        with pytest.raises(ConfigError, match=message):
+            load_testbed(bad, schema)
+        bad.write_text((TESTBEDS / f"{name}.yaml").read_text())      # as it was
