@@ -17,7 +17,7 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 SUBSET := $(if $(strip $(TESTBEDS)),testbeds=[$(subst $(space),$(comma),$(strip $(TESTBEDS)))] skip_unoffered=True)
-# What the default study (config/config.yaml: local, bridge, vm) needs.
+# What the default study (config/config.yaml: this host, the namespaces' bridges and links, the guests) needs.
 STUDY_FEATURES ?= base vm
 
 .PHONY: all paper quick containers datapaths bundle paper-from-archive report deps deps-study deps-all test figure remeasure dry-run lint archive image clean help
