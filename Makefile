@@ -141,7 +141,7 @@ LAYER ?=
 FROM_CONFIG = $(shell PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures --from-config $(FIGURE) $(FROM))
 figure: deps
 	@test -z "$(LAYER)" || test -f "$(LAYER)" || { echo "make figure: LAYER=$(LAYER): no such file (the study layer the campaign was measured with, e.g. config/tiny.yaml or .hpcvirt/remeasure-$(FIGURE).yaml)" >&2; exit 2; }
-	@test -z "$(LAYER)" || PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.yamlio $(LAYER)
+	@test -z "$(LAYER)" || PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.config $(LAYER)
 	@PYTHONPATH=workflow/lib $(VENV)/bin/python -m hpcvirt.figures $(FIGURE) $(FROM)
 	HPCVIRT_NO_MEASURE=1 snakemake $(PROFILE) paper/figures/$(FIGURE).pdf $(if $(strip $(LAYER)),--configfile $(LAYER)) $(if $(strip $(FROM)),$(FROM_CONFIG))
 	@echo "hpcvirt: paper/figures/$(FIGURE).pdf"

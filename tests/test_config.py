@@ -760,15 +760,15 @@ def test_every_shipped_yaml_file_reads_as_before():
 
 def test_a_layer_with_a_yaml_syntax_error_is_named_with_its_line_before_snakemake_reads_it(tmp_path):
     """Snakemake reads --configfile layers before the workflow loads and names neither file nor line;
-    make figure LAYER= first reads the layer as the workflow does (python -m hpcvirt.yamlio)."""
+    make figure LAYER= first reads the layer as the workflow does (python -m hpcvirt.config)."""
     bad = tmp_path / "layer.yaml"
     bad.write_text("experiments:\n  pingpong:\n    mpis: [openmpi\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "workflow/lib"))
-    res = subprocess.run([sys.executable, "-m", "hpcvirt.yamlio", str(bad)], capture_output=True, text=True, env=env)
+    res = subprocess.run([sys.executable, "-m", "hpcvirt.config", str(bad)], capture_output=True, text=True, env=env)
     assert res.returncode == 1 and res.stderr.startswith(f"{bad}: not valid YAML: while parsing a flow sequence")
     assert "line 3, column 11" in res.stderr
     (tmp_path / "dup.yaml").write_text("campaign: a\ncampaign: b\n")
-    res = subprocess.run([sys.executable, "-m", "hpcvirt.yamlio", str(ROOT / "config/tiny.yaml"),
+    res = subprocess.run([sys.executable, "-m", "hpcvirt.config", str(ROOT / "config/tiny.yaml"),
                           str(tmp_path / "dup.yaml")], capture_output=True, text=True, env=env)
     assert res.returncode == 1 and res.stderr.startswith(f"{tmp_path / 'dup.yaml'}: campaign: duplicate key")
     # an empty layer, or a list: named (Snakemake's message names neither file nor line)
@@ -776,7 +776,7 @@ def test_a_layer_with_a_yaml_syntax_error_is_named_with_its_line_before_snakemak
 
     for text in ("", "- a\n- b\n"):
         (tmp_path / "top.yaml").write_text(text)
-        res = subprocess.run([sys.executable, "-m", "hpcvirt.yamlio", str(tmp_path / "top.yaml")], capture_output=True,
+        res = subprocess.run([sys.executable, "-m", "hpcvirt.config", str(tmp_path / "top.yaml")], capture_output=True,
                              text=True, env=env)
         assert res.returncode == 1 and "top.yaml: empty, or not a mapping of keys to values" in res.stderr
         with pytest.raises(ConfigError, match=r"top.yaml: empty, or not a mapping of keys to values at its top level"):

@@ -407,3 +407,11 @@ def emulated(testbeds: Mapping[str, dict]) -> dict[str, str]:
                 out[name] = why
     return out
 
+
+if __name__ == "__main__":   # python -m hpcvirt.config FILE...: study layers read as the workflow reads them
+    import sys
+
+    try:
+        check_files(sys.argv[1:])
+    except ConfigError as exc:
+        sys.exit(str(exc))

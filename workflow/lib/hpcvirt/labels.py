@@ -28,10 +28,11 @@ def mpi_label(mpi: str, benchmark: str | None = None) -> str:
     if mpi == "none" and benchmark:
         return f"{RAW_TCP} ({benchmark})"
     return MPI_LABEL.get(mpi, mpi)
+#: What carries a site's path between its nodes where it is not TCP (``mpi.<mpi>.paths.net.fabric``).
+FABRIC_LABEL = {"ipoib": "TCP over InfiniBand", "ib": "InfiniBand", "roce": "RoCE"}
 #: Data paths by the tidy column ``interconnect``.
 PATH_LABEL = {"shm": "shared memory", "tcp-loopback": "TCP loopback", "tcp": "TCP",
-              "shm+net": "shared memory and network", **(FABRIC_LABEL := {
-                  "ipoib": "TCP over InfiniBand", "ib": "InfiniBand", "roce": "RoCE"})}
+              "shm+net": "shared memory and network", **FABRIC_LABEL}
 #: The same paths as part of a macro name (``tcp`` is the network).
 PATH_KEY = {"shm": "Shm", "tcp-loopback": "Tcp", "tcp": "Net"}
 #: Container runtimes by the suffix of the virtualization label

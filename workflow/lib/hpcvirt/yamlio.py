@@ -139,15 +139,3 @@ def load_file(path: str | os.PathLike) -> Any:
         raise Refused(f"not UTF-8 (byte {data[exc.start]:#04x} at line {line})") from None
     return safe_load(text)
 
-
-if __name__ == "__main__":   # python -m hpcvirt.yamlio FILE...: each file read as the workflow reads its layers
-    import sys
-
-    for arg in sys.argv[1:]:
-        try:
-            data = load_file(arg)
-        except (OSError, yaml.YAMLError) as exc:
-            what = "" if isinstance(exc, (Refused, OSError)) else "not valid YAML: "
-            sys.exit(f"{arg}: {what}{exc.strerror if isinstance(exc, OSError) else exc}")
-        if not isinstance(data, dict):
-            sys.exit(f"{arg}: empty, or not a mapping of keys to values at its top level")
