@@ -82,6 +82,7 @@ def test_mirror_is_laid_out_from_verified_sources(tmp_path, monkeypatch):
     assert sources.sha256_of(npb) == recs["npb"]["sha256"]
 
 
+@needs_mirror
 def test_a_mirror_file_with_a_wrong_checksum_fails_naming_it(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))     # an empty source cache
     bad = tmp_path / "mirror"
