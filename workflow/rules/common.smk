@@ -101,8 +101,10 @@ if os.geteuid() == 0:
     except link.LinkError as exc:
         raise WorkflowError(str(exc)) from None
 
-# How far the campaign is, and what its missing measurements took in the archive.
-progress.report(STUDY, file=sys.stderr)
+# How far the campaign is, and what its missing measurements took in the archive (not for a
+# redraw, which measures nothing: onstart names what it lacks).
+if not os.environ.get("HPCVIRT_NO_MEASURE"):
+    progress.report(STUDY, file=sys.stderr)
 if STUDY["skipped"]:
     print(
         f"hpcvirt: testbeds {STUDY['testbeds']} do not offer (skipped, skip_unoffered):\n  "

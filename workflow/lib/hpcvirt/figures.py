@@ -163,6 +163,10 @@ def publish(drawn, pdf, png=None) -> None:
     os.replace(drawn, pdf)
 
 
+#: A campaign's name, as make figure FROM= takes it (a directory of data/results/).
+CAMPAIGN_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"   # as config.schema.yaml: campaign
+
+
 def check_target(name: str, source: str = "") -> str | None:
     """Why ``make figure FIGURE=<name> FROM=<source>`` cannot redraw (None: it can): a name that is no
     figure (the names listed), or a campaign without the results it draws from (the campaigns listed)."""
@@ -171,6 +175,8 @@ def check_target(name: str, source: str = "") -> str | None:
     names = [f.name for f in load()] + redraw.pdf_names(paths.root() / "data/reference")
     if name not in names:
         return f"FIGURE={name}: no such figure; the figures are {', '.join(names)}"
+    if source and not re.fullmatch(CAMPAIGN_NAME, source):
+        return f"FROM={source}: not a campaign's name (a directory name of data/results/, e.g. local-<UTC time>)"
     table = next((f"{f.reads}.csv" for f in load() if f.name == name and f.campaign == "containers"), "summary.csv")
     results = paths.root() / "data/results"
     if source and not (results / source / table).is_file():
@@ -185,7 +191,7 @@ def from_config(name: str, source: str) -> str:
     FROM=``), for a shell: a companion campaign's figure sets only its key (``paper.containers_campaign``,
     ``paper.datapaths_campaign``); any other sets the campaign, and the data paths' with it (the default
     study draws both from one campaign).  Empty for a source that is not a campaign's name."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", source or ""):
+    if not re.fullmatch(CAMPAIGN_NAME, source or ""):
         return ""
     fig = next((f for f in load() if f.name == name), None)
     if fig is not None and fig.campaign != "main":

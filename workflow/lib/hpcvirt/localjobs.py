@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 import traceback
+from pathlib import Path
 
 # Imported once by the server; what a job needs beyond these it imports itself.
 PRELOAD = ["pandas", "matplotlib.pyplot", "matplotlib.backends.backend_pdf", "seaborn", "yaml",
