@@ -438,6 +438,9 @@ def test_npb_names_the_kernels_the_campaign_ran_and_those_in_guests():
                          "interconnect": ["shm", "shm", "tcp", "tcp", "tcp"]})
     assert npb.BENCHMARK.numbers(rows) == {"hvNpbKernels": "CG, EP and IS", "hvNpbGuestKernels": "CG and EP",
                                            "hvNpbClasses": "S and W", "hvNpbRanksOneHost": "1 and 4",
-                                           "hvNpbRanksSpread": "2 and 4"}
+                                           "hvNpbRanksSpread": "2 and 4", "hvNpbOneHostWhere": "host",
+                                           "hvNpbSpreadWhere": "hosts or guests"}
     native = npb.BENCHMARK.numbers(rows[rows["virtualization"] == "none"])
     assert native["hvNpbGuestKernels"] == "none" and native["hvNpbRanksSpread"] == "none"
+    guests = npb.BENCHMARK.numbers(rows[rows["virtualization"].str.startswith("qemu")])
+    assert guests["hvNpbSpreadWhere"] == "guests"

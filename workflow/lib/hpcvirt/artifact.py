@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import progress
+from . import paths, progress
 from .benchmarks import REGISTRY
 from .claims import STUDIES
 from .labels import tex
@@ -53,6 +53,7 @@ def records(raw_dir: str | Path) -> pd.DataFrame:
             "source_copy": (build.get("source") or {}).get("copy", ""),
             "compiler": ((build.get("compilers") or {}).get("cc") or {}).get("version", ""),
             "flags": (build.get("recipe") or {}).get("flags", "") or _spack_build(build.get("spack") or {}),
+            "commit": (r.get("git") or {}).get("commit", ""), "dirty": bool((r.get("git") or {}).get("dirty")),
         })
     if not rows:
         raise ValueError(f"{raw_dir}: no provenance records (rep-*.json)")
@@ -64,6 +65,26 @@ def _spack_build(spack: dict) -> str:
     if not spack.get("hash"):
         return ""
     return f"Spack {spack.get('version', '')} /{spack['hash'][:7]}, spack.lock sha256 {spack.get('lock_sha256', '')[:8]}"
+
+
+def code_versions(rec: pd.DataFrame, repo: str | Path | None = None) -> str:
+    """A sentence: the commits of this repository that measured the campaign's runs, as each run's record
+    gives it (whether the working tree had changes), with their runs and days; a commit the clone at
+    ``repo`` does not hold is said to be missing from it (its changes cannot be read here)."""
+    import subprocess
+
+    parts = []
+    for (commit, dirty), g in rec.groupby(["commit", "dirty"], sort=False):
+        if not commit:
+            parts.append(f"{len(g)} runs recorded no commit")
+            continue
+        held = repo is not None and subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"],
+                                                   capture_output=True).returncode == 0
+        days = sorted({d.strftime("%d %b %Y") for d in g["started"]})
+        parts.append(f"{'a modified working tree of ' if dirty else ''}commit \\texttt{{{commit[:8]}}} ({len(g)} runs, "
+                     f"{' to '.join(dict.fromkeys([days[0], days[-1]]))}"
+                     f"{'' if held or repo is None else '; not in this clone of the repository'})")
+    return "The runs were measured by " + "; and by ".join(parts) + ", as each run's record gives it."
 
 
 def _table(caption: str, label: str, spec: str, head: list[str], body: list[list[str]], size="\\small") -> str:
@@ -166,6 +187,7 @@ def artifact_tex(campaign: str, raw_root, verdicts: pd.DataFrame) -> str:
                   "@{}p{0.08\\linewidth}p{0.15\\linewidth}p{0.13\\linewidth}p{0.15\\linewidth}p{0.33\\linewidth}r@{}",
                   ["testbed", "CPU", "kernel", "virtualization", "packages", "runs"], hardware_software(rec),
                   "\\scriptsize"),
+           f"\\paragraph{{The code that measured.}} {code_versions(rec, paths.root())}\n\n",
            _table("The pinned suites as built for this campaign: source checksum (first 16 hex digits of its "
                   "sha256) and which verified copy was used, compiler, and flags or the Spack build (DAG hash, "
                   "checksum of the spack.lock); a commit's version is its first 8 hex digits.", "tab:artifact-suites",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .claims import AUTHORS, MIN_COVERAGE, STUDIES, VERDICTS, counts, deciding, stability_text
-from .labels import fmt_ci, fmt_g, one_round, tex
+from .labels import fmt_ci, fmt_g, fmt_measured, one_round, tex
 
 
 # ------------------------------------------------------------------ LaTeX
@@ -23,7 +23,7 @@ def value_text(r, unit=tex) -> str:
     has no interval.  ``unit`` writes the unit (LaTeX; ``str`` for plain text)."""
     one = one_round(r.get("n"))
     u = r["unit"] if isinstance(r["unit"], str) else ""
-    return (f"{fmt_ci(r['median'], r['ci_low'], r['ci_high'], r.get('n'), fmt_g)}"
+    return (f"{fmt_ci(r['median'], r['ci_low'], r['ci_high'], r.get('n'), fmt_measured)}"
             f"{(' ' + unit(u)) if u else ''}{' (one round)' if one else ''}")
 
 

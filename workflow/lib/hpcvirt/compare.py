@@ -18,7 +18,7 @@ import pandas as pd
 
 from . import provenance, stats
 from .analysis import normalize_units
-from .labels import fmt_ci, fmt_g, latex_escape, unit_tex
+from .labels import fmt_ci, fmt_g, fmt_measured, latex_escape, unit_tex
 
 HEAD = "\\toprule testbed & benchmark & MPI, path & ranks & metric & archive & this campaign & agree \\\\ \\midrule\n"
 CONFIG = ["testbed", "benchmark", "variant", "mpi", "interconnect", "ranks", "placement"]
@@ -138,8 +138,8 @@ def tex(metrics: pd.DataFrame, verdicts_new: pd.DataFrame, verdicts_archive: pd.
             out.append(f"{latex_escape(r.testbed)} & {latex_escape(r.benchmark)} {latex_escape(r.variant)} & "
                        f"{latex_escape(r.mpi)} {latex_escape(r.interconnect)} & {latex_escape(r.ranks)} & "
                        f"{latex_escape(r.what)} [{unit_tex(r.unit)}] & "
-                       f"{fmt_ci(r.archive, r.archive_lo, r.archive_hi, r.archive_n, fmt_g)} & "
-                       f"{fmt_ci(r.new, r.new_lo, r.new_hi, r.new_n, fmt_g)} & "
+                       f"{fmt_ci(r.archive, r.archive_lo, r.archive_hi, r.archive_n, fmt_measured)} & "
+                       f"{fmt_ci(r.new, r.new_lo, r.new_hi, r.new_n, fmt_measured)} & "
                        f"{'yes' if r.agree else 'no'} \\\\\n")
         out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     va = verdicts_archive.drop_duplicates("claim").set_index("claim")["claim_verdict"]

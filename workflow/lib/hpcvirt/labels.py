@@ -342,6 +342,12 @@ def fmt_g(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1e5 else f"{x:.3e}"
 
 
+def fmt_measured(x: float) -> str:
+    """A measured value (a claim's median and interval): three significant digits with their trailing zeros,
+    as :func:`fmt` prints the paper's other numbers; an infinity or one beyond 10^5 as :func:`fmt_g`."""
+    return fmt(x) if math.isfinite(x) and abs(x) < 1e5 else fmt_g(x)
+
+
 def fmt_power(x: float) -> str:
     """A bound that is a power of ten as LaTeX (``$10^{-5}$``), any other with :func:`fmt_g`."""
     e = math.log10(abs(x)) if x > 0 else float("nan")

@@ -267,7 +267,7 @@ def parts_tex(parts: dict[str, str], defined: set[str], figures: set[str]) -> tu
 def commprof_numbers(summary: pd.DataFrame) -> Macros:
     """Macros of the communication profiles: ``\\hvProfShare<Kernel><Testbed>``
     (percent of time in MPI, with Lo/Hi), ``\\hvProfMiB<Kernel><Testbed>``
-    (MiB sent by all ranks together), ``\\hvProfPairs<Kernel><Testbed>``
+    (MiB all ranks sent to other ranks), ``\\hvProfPairs<Kernel><Testbed>``
     (rank pairs that exchanged data, of ``\\hvProfRanks`` ranks) and
     ``\\hvProfReps``."""
     from .views import by_name
@@ -286,8 +286,9 @@ def commprof_numbers(summary: pd.DataFrame) -> Macros:
         m[f"hvProfShare{k}N"] = str(int(r["n"]))
     for (kernel, tb), g in matrix.groupby(["kernel", "testbed"]):
         k = f"{camel(kernel)}{camel(tb)}"
-        m[f"hvProfMiB{k}"] = fmt(g["median"].sum() / 2**20)
-        m[f"hvProfPairs{k}"] = str(int(((g["src"] != g["dst"]) & (g["median"] > 0)).sum()))
+        other = g[g["src"] != g["dst"]]      # a rank's own block of an all-to-all never leaves it
+        m[f"hvProfMiB{k}"] = fmt(other["median"].sum() / 2**20)
+        m[f"hvProfPairs{k}"] = str(int((other["median"] > 0).sum()))
     return m
 
 

@@ -86,7 +86,7 @@ ROW_PREFIX = "commprof-"
 def commprof_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(shares, matrix) of the communication profiles: per testbed, MPI,
     kernel, class and ranks the share of time in MPI (median [CI]); and the
-    bytes each rank sent to each other rank (median over repetitions), with
+    bytes each rank sent to each rank, itself included (median over repetitions), with
     ``src`` and ``dst`` split out of the variant (``<class> <src>><dst>``)."""
     import pandas as pd
 
@@ -130,7 +130,7 @@ class CommProfile(Benchmark):
     views = (View("mpi_time_shares", "summary", lambda s: commprof_summary(s)[0], "Per testbed, kernel and "
                   "class: the share of run time inside MPI."),
              View("bytes_per_pair", "summary", lambda s: commprof_summary(s)[1], "Per testbed, kernel and "
-                  "class: the bytes each rank sent to each other rank."))
+                  "class: the bytes each rank sent to each rank (itself included)."))
 
     def check(self, exp: dict) -> str | None:
         return NPB.check(exp)

@@ -335,7 +335,7 @@ class NPB(Benchmark):
     def numbers(self, rows) -> dict[str, str]:
         """What the method section says the campaign ran: the kernels, and those it ran in guests ("none"),
         in the declared order; the problem classes; the process counts on one host or guest (shared memory)
-        and spread over two (``none`` where it ran none)."""
+        and spread over two (``none`` where it ran none), and whether hosts, guests or both ran each."""
         from ..kinds import guest_accel
         from ..labels import and_list
 
@@ -343,8 +343,16 @@ class NPB(Benchmark):
             return and_list(k.upper() for k in KERNELS if (d["benchmark"] == f"{ROW_PREFIX}{k}").any()) or "none"
 
         one_host = rows["interconnect"] == "shm"
-        return {"hvNpbKernels": kernels(rows),
-                "hvNpbGuestKernels": kernels(rows[rows["virtualization"].map(guest_accel) != ""]),
+        guest = rows["virtualization"].map(guest_accel) != ""
+
+        def where(sel, one: str, many: str) -> str:      # whether hosts, guests or both ran them
+            kinds = [w for w, ran in ((one, (sel & ~guest).any()), (many, (sel & guest).any())) if ran]
+            return " or ".join(kinds) or one
+
+        return {"hvNpbOneHostWhere": where(one_host, "host", "guest"),
+                "hvNpbSpreadWhere": where(~one_host, "hosts", "guests"),
+                "hvNpbKernels": kernels(rows),
+                "hvNpbGuestKernels": kernels(rows[guest]),
                 "hvNpbClasses": and_list(c for c in CLASSES if (rows["variant"] == c).any()),
                 "hvNpbRanksOneHost": ranks_text(rows[one_host]),
                 "hvNpbRanksSpread": ranks_text(rows[~one_host])}
