@@ -90,7 +90,7 @@ def test_native_cluster_places_ranks_with_srun_plane_distribution():
     by_block = {c.settings["block"]: c for c in _advect(study, "example-site")}
     mixed = launch(by_block[2], tbs["example-site"])
     assert mixed.argv[:6] == ["srun", "--mpi=pmix", "-N", "2", "-n", "4"]
-    assert "--distribution=plane=2" in mixed.argv
+    assert "--distribution=plane=2" in mixed.argv and "--cpu-bind=cores" in mixed.argv
     intra = launch(by_block[4], tbs["example-site"])
     assert intra.argv[:6] == ["srun", "--mpi=pmix", "-N", "1", "-n", "4"]
 

@@ -114,3 +114,38 @@ def test_a_measurement_records_where_its_ranks_ran(tmp_path, monkeypatch):
     assert json.loads(Path(prov).read_text())["context"]["rank_hosts"] == f"{host},{host}"
     assert "HPCVIRT_RANK_HOSTS" not in json.dumps(rec["command"])          # not a setting of the testbed
     assert sorted(p.name for p in Path(raw).parent.iterdir()) == ["rep-1.json", "rep-1.out"]
+
+
+def test_ranks_on_fewer_hosts_than_meant_are_noted():
+    from hpcvirt.placement import misplaced
+
+    assert misplaced("n1,n2", 2) == misplaced("n1,n1", 1) == ""
+    assert misplaced(None, 2) == misplaced("n1,?", 2) == ""              # not every rank recorded: no judgement
+    assert misplaced("n1,n1", 2) == ("its 2 ranks ran on 1 host(s) (n1,n1), where the launch meant 2: it did "
+                                     "not measure the path it is labelled with")
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.geteuid() != 0, reason="the local testbed runs in a private network namespace (root)")
+@pytest.mark.skipif(shutil.which("NPopenmpi") is None, reason="needs NetPIPE (netpipe-openmpi)")
+def test_a_run_whose_ranks_shared_a_node_meant_to_be_two_is_kept_as_failed(tmp_path, monkeypatch):
+    """A real 2-rank NetPIPE on this host whose launch meant two nodes (as a site's srun might put both ranks
+    on one node of a path between nodes): the run's output is kept as failed with the note, never parsed."""
+    import dataclasses
+
+    from hpcvirt import measure
+
+    study, testbeds = load_study(
+        study_for(["local"], pingpong={"mpis": ["openmpi"], "paths": ["shm"], "min_bytes": 1, "max_bytes": 64}),
+        testbed_dir=ROOT / "config/testbeds")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+    monkeypatch.chdir(tmp_path)
+    real = measure.build_launch
+    monkeypatch.setattr(measure, "build_launch", lambda *a: dataclasses.replace(real(*a), nodes=2))
+    study = dict(study, campaign="ranks")
+    c = next(c for c in matrix.configurations(study) if c.benchmark == "netpipe")
+    raw, prov = matrix.raw_path("ranks", c, 1), matrix.raw_path("ranks", c, 1, "json")
+    with pytest.raises(Exception, match=r"ran on 1 host\(s\) .*where the launch meant 2"):
+        run_measurement(study, testbeds["local"], c, 1, raw, prov)
+    assert not Path(raw).exists() and not Path(prov).exists()
+    assert [p.name.split(".failed-")[0] for p in Path(raw).parent.glob("rep-1.failed-*.out")] == ["rep-1"]

@@ -98,6 +98,26 @@ def test_the_vm_cluster_is_compared_with_the_sites_path_between_nodes_and_marked
     assert "dagger" not in overheads_tex(same, latency_bytes=8)
 
 
+def test_the_vm_cluster_is_never_compared_with_another_fabric_nor_with_this_laptop():
+    """An InfiniBand site and a TCP cloud: the cloud's TCP between nodes has no reference (not the site's
+    loopback); with the laptop's bare host in the same campaign, the cloud's loopback is compared with the
+    site's, not with the laptop's, and the laptop's guests still with the laptop."""
+    tidy = _tidy_site_and_cloud()
+    ib_site = tidy.assign(interconnect=tidy["interconnect"].where(tidy["testbed"] != "example-site",
+                                                                  tidy["interconnect"].replace({"tcp": "ib"})))
+    assert [k for k, s, _ in comparisons(ib_site) if k == "virt-vs-native" and s["interconnect"] == "tcp"] == []
+    site_loop = tidy[(tidy["testbed"] == "example-site") & (tidy["interconnect"] == "tcp-loopback")]
+    laptop = site_loop.assign(testbed="a-laptop")           # first by name: a tie would pick it
+    cloud_loop = tidy[tidy["testbed"] == "example-cloud"].assign(interconnect="tcp-loopback")
+    guests = site_loop.assign(testbed="vm", kind="qemu", virtualization="qemu-tcg", interconnect="tcp")
+    pairs = {(s["testbed"], s["interconnect"]): r["testbed"]
+             for k, s, r in comparisons(pd.concat([tidy, laptop, cloud_loop])) if k == "virt-vs-native"}
+    assert pairs == {("example-cloud", "tcp"): "example-site", ("example-cloud", "tcp-loopback"): "example-site"}
+    alone = {(s["testbed"], s["interconnect"]): r["testbed"]
+             for k, s, r in comparisons(pd.concat([laptop, guests])) if k == "virt-vs-native"}
+    assert alone == {("vm", "tcp"): "a-laptop"}
+
+
 def test_npb_on_the_vm_cluster_is_timed_against_the_sites_same_path_one_path_at_a_time():
     from hpcvirt.benchmarks.npb import npb_ratios
 
@@ -193,9 +213,10 @@ def test_a_sites_declared_fabric_names_its_rows_and_labels_and_is_refused_where_
 
     for other in TESTBEDS.glob("*.yaml"):    # the study names them all (skip_testbeds)
         shutil.copy(other, tmp_path)
-    site = _copies(tmp_path, "example-site", "OMPI_MCA_btl_tcp_if_include=eth0]\n",
-                   "OMPI_MCA_btl_tcp_if_include=eth0]\n        fabric: ib\n")
-    site.write_text(site.read_text().replace("        fabric: tcp\n", "", 1))
+    site = _copies(tmp_path, "example-site", '"OMPI_MCA_btl=self,tcp", OMPI_MCA_btl_tcp_if_include=eth0]\n',
+                   '"UCX_TLS=rc,sm,self", UCX_NET_DEVICES=mlx5_0:1]\n        fabric: ib\n')
+    site.write_text(site.read_text().replace("OMPI_MCA_pml=ob1, \"UCX_TLS", "OMPI_MCA_pml=ucx, \"UCX_TLS")
+                    .replace("        fabric: tcp\n", "", 1))
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     cfg.update(campaign="site-vs-cloud", testbeds=["example-site", "example-cloud"])
     study, tbs = load_study(cfg, config_path=ROOT / "config/config.yaml", testbed_dir=tmp_path)
@@ -219,10 +240,29 @@ def test_a_sites_declared_fabric_names_its_rows_and_labels_and_is_refused_where_
         ("bridge", "      net:\n", "      net:\n        fabric: ib\n",
          r"bridge.yaml: mpi.openmpi.paths.net: .* is not allowed here \(fabric names a site's or a cloud's network"),
         ("example-site", "        fabric: tcp\n", "        fabric: infiniband\n",
-         r"fabric: 'infiniband' is not one of \['tcp', 'ipoib', 'ib', 'roce'\]")]
+         r"fabric: 'infiniband' is not one of \['tcp', 'ipoib', 'ib', 'roce'\]"),
+        # a fabric the path's own settings contradict: TCP labelled InfiniBand, RDMA labelled TCP
+        ("example-site", "        fabric: tcp\n", "        fabric: ib\n",
+         r"example-site.yaml: mpi.openmpi.paths.net.fabric: 'ib', but its args/env let the MPI use TCP only "
+         r"\(OMPI_MCA_pml=ob1, OMPI_MCA_btl=self,tcp\)"),
+        ("example-site", 'UCX_TLS: "tcp,self"\n          UCX_NET_DEVICES: eth0', 'UCX_TLS: "rc_x,self"\n          '
+         'UCX_NET_DEVICES: eth0', r"mpi.mpich.paths.net.fabric: 'tcp', but its env tells UCX to use RDMA \(rc_x in "
+         r"UCX_TLS\): say fabric: ib or roce"),
+    ]
     for name, old, new, message in refused:
         bad = tmp_path / f"{name}.yaml"
         bad.write_text((tmp_path / f"{name}.yaml").read_text().replace(old, new, 1))
         with pytest.raises(ConfigError, match=message):
             load_testbed(bad, schema)
         bad.write_text((TESTBEDS / f"{name}.yaml").read_text())      # as it was
+    # a VM cluster that changes the InfiniBand site's path to TCP but keeps its fabric (ib) by extends
+    ib_site = _copies(tmp_path, "example-site", '"OMPI_MCA_btl=self,tcp", OMPI_MCA_btl_tcp_if_include=eth0]\n',
+                      '"UCX_TLS=rc,sm,self", UCX_NET_DEVICES=mlx5_0:1]\n')
+    ib_site.write_text(ib_site.read_text().replace("OMPI_MCA_pml=ob1, \"UCX_TLS", "OMPI_MCA_pml=ucx, \"UCX_TLS")
+                       .replace("        fabric: tcp\n", "        fabric: ib\n", 1))
+    load_testbed(ib_site, schema)
+    cloud = tmp_path / "example-cloud.yaml"
+    cloud.write_text(cloud.read_text().replace("        fabric: tcp\n", "", 1))
+    with pytest.raises(ConfigError, match=r"example-cloud.yaml: mpi.openmpi.paths.net.fabric: 'ib', .*TCP only.* "
+                                          r"\(a file that extends example-site inherits its fabric with any path"):
+        load_testbed(cloud, schema)

@@ -28,6 +28,7 @@ from .benchmarks import REGISTRY, enabled
 from .matrix import configurations
 from .provenance import config_hash
 from .kinds import KINDS
+from .testbeds import fabric_problem
 
 
 class ConfigError(ValueError):
@@ -193,6 +194,13 @@ def _check_testbed(tb: dict, path: Path) -> None:
             problem = b.check_testbed(tb, entry)
             if problem:
                 raise ConfigError(f"{path}: {key}.args: {problem}")
+    for m, entry in tb["mpi"].items():      # a site's fabric against the transports its settings select
+        for name, p in entry.get("paths", {}).items():
+            problem = fabric_problem(p)
+            if problem:
+                raise ConfigError(f"{path}: mpi.{m}.paths.{name}.fabric: {problem}" + (
+                    f" (a file that extends {tb['extends']} inherits its fabric with any path it changes)"
+                    if "extends" in tb else ""))
     shaped = [k for k in ("rate", "delay_us") if k in tb.get("network", {})]
     if shaped and not kind.own_link:
         linked = " and ".join(k for k, c in KINDS.items() if c.own_link)

@@ -45,6 +45,7 @@ from .execute import execute, succeeded
 from .link import UNDERLAY, label as link_label
 from .matrix import Configuration
 from .rawfiles import RANKS_SUFFIX, clear_partials, drop_kept, keep, kept, new_partial, read_rank_hosts, restore_kept
+from .placement import misplaced
 from .sources import SourceError
 from .runtime import APPTAINER_KINDS
 from .stack import runtime_provenance
@@ -318,9 +319,10 @@ def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, pr
         spec, runner_err = status.pop("spec"), status.pop("runner_stderr")
         if rank_dir is not None:
             ctx["rank_hosts"] = read_rank_hosts(rank_dir, launch.ranks)
-        full = disk_full(raw_out_p.parent)
+        full = disk_full(raw_out_p.parent) or misplaced(ctx.get("rank_hosts"), launch.nodes)
         if full and succeeded(status):
-            # the benchmark's writes may have failed silently: its output cannot be trusted
+            # the benchmark's writes may have failed silently, or its ranks ran elsewhere than meant: its
+            # output cannot be trusted
             status["note"] = full
         rec = provenance.record(launch=spec, status=status, config_digest=digest, context=ctx)
         if succeeded(status) and not full:

@@ -56,6 +56,17 @@ def hosts_used(rank_hosts: Sequence[str]) -> int:
     return len(set(rank_hosts))
 
 
+def misplaced(rank_hosts: str | None, nodes: int) -> str:
+    """A note when the hosts the ranks recorded (``a,b,...``, :func:`hpcvirt.rawfiles.read_rank_hosts`) are
+    not as many as the launch meant: e.g. both ranks of a path between nodes on one node, which measures
+    shared memory under the label of the network.  '' when they are, or when not every rank recorded."""
+    hosts = (rank_hosts or "").split(",")
+    if not rank_hosts or "?" in hosts or len(set(hosts)) == nodes:
+        return ""
+    return (f"its {len(hosts)} ranks ran on {len(set(hosts))} host(s) ({rank_hosts}), where the launch meant "
+            f"{nodes}: it did not measure the path it is labelled with")
+
+
 def chain_crossing(rank_hosts: Sequence[str]) -> Fraction:
     """Share of the chain's messages (halo exchanges between ranks i and
     i+1, one each way per step) whose two ranks sit on different hosts."""

@@ -287,6 +287,38 @@ KINDS: dict[str, type[Kind]] = {k.name: k for k in (Native, VmCluster, NetnsBrid
 assert set(KINDS) == set(kinds.KINDS), "every kind launches"
 
 
+#: UCX transports that need RDMA hardware (InfiniBand or RoCE), by their first part (rc_x, ud_verbs, dc_mlx5).
+RDMA_TLS = {"rc", "ud", "dc", "ib"}
+#: What an MPI's TCP-only selection may list beside tcp: the rank itself and transports inside one host.
+LOCAL_TLS = {"self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem", "vader"}
+
+
+def fabric_problem(path: dict) -> str | None:
+    """Why a path's declared ``fabric`` contradicts the transports its args/env select (None: it does not,
+    or they do not say): ``ib``/``roce`` where Open MPI's ob1 or UCX may use TCP only, ``tcp``/``ipoib``
+    where UCX is told to use RDMA transports.  The rows' interconnect and the paper's labels follow
+    ``fabric``, so TCP labelled InfiniBand would be compared with a site's InfiniBand."""
+    words = [str(w) for w in path.get("args", [])] + [f"{k}={v}" for k, v in path.get("env", {}).items()]
+    env = dict(w.split("=", 1) for w in words if "=" in w)
+    fabric = path.get("fabric", "tcp")
+    btl = set(env.get("OMPI_MCA_btl", "").split(",")) - {""}
+    tls = [t for t in env.get("UCX_TLS", "").split(",") if t]
+    if env.get("OMPI_MCA_pml") == "ob1" and "tcp" in btl and btl <= {"tcp"} | LOCAL_TLS:
+        tcp_only = f"OMPI_MCA_pml=ob1, OMPI_MCA_btl={env['OMPI_MCA_btl']}"
+    elif tls and not any(t.startswith("^") for t in tls) and "tcp" in tls and set(tls) <= {"tcp"} | LOCAL_TLS:
+        tcp_only = f"UCX_TLS={env['UCX_TLS']}"
+    else:
+        tcp_only = ""
+    rdma = [t for t in tls if t.split("_")[0] in RDMA_TLS]
+    if fabric in ("ib", "roce") and tcp_only:
+        return (f"{fabric!r}, but its args/env let the MPI use TCP only ({tcp_only}): its rows would be labelled "
+                f"and compared as {fabric}; say fabric: tcp (ipoib for TCP over InfiniBand)")
+    if fabric in ("tcp", "ipoib") and rdma:
+        return (f"{fabric!r}{'' if 'fabric' in path else ' (the default)'}, but its env tells UCX to use RDMA "
+                f"({', '.join(rdma)} in UCX_TLS): say fabric: ib or roce")
+    return None
+
+
 def kind(tb: dict, bed=None) -> Kind:
     return KINDS[tb["kind"]](tb, bed)
 
