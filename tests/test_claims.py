@@ -567,3 +567,14 @@ def test_the_other_campaigns_machines_are_named_by_cpu_and_count(tmp_path):
     assert claims_tex.campaign_hosts_tex(recs) == ("\\def\\hvClaimCampaignHosts{AMD EPYC, 2 CPUs (2) and "
                                                    "Intel(R) Xeon(R), 2 CPUs (1)}\n")
     assert claims_tex.campaign_hosts_tex([]) == "\\def\\hvClaimCampaignHosts{none}\n"
+
+
+def test_the_rule_settings_the_text_explains_come_from_claims_yaml(tmp_path):
+    """The knee's fall and the sweep's required reach (\\claimknee, \\claimreach) are claims.yaml's, so a
+    changed rule changes the sentence that explains it."""
+    tex = claims_tex.rule_macros(claims.load(CLAIMS, CLAIMS_MD))
+    assert "\\@namedef{hvclaimknee@EXP-10@1}{20\\,\\%}" in tex
+    assert "\\@namedef{hvclaimreach@EXP-10@2}{2$\\times$ L3/4}" in tex
+    changed = tmp_path / "claims.yaml"
+    changed.write_text(CLAIMS.read_text().replace("at: {knee: 0.2}}", "at: {knee: 0.3}}", 1))
+    assert "\\@namedef{hvclaimknee@EXP-10@1}{30\\,\\%}" in claims_tex.rule_macros(claims.load(changed, CLAIMS_MD))

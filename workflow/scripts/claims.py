@@ -60,7 +60,7 @@ with open(snakemake.log[0], "w") as log:
     write_text(snakemake.output.page, claims_tex.verdicts_html(verdicts, snakemake.params.campaign))
     write_text(snakemake.output.vs_archive, vs_archive)
     write_text(snakemake.output.macros, claims_tex.tex_macros(verdicts)
-               + claims_tex.campaign_hosts_tex(snakemake.input.campaign_hosts))
+               + claims_tex.campaign_hosts_tex(snakemake.input.campaign_hosts) + claims_tex.rule_macros(entries))
     write_text(snakemake.output.table, claims_tex.counts_tex(verdicts))
     write_text(snakemake.output.per_study, per_study)
     print(claims.counts(verdicts).to_string(), file=log)

@@ -39,6 +39,25 @@ def verdict_note(row, verdicts: pd.DataFrame) -> str:
     return agree + (f", {fmt_g(100 * checks['ci_level'].min())}\\,\\%" if len(checks) else "")
 
 
+def rule_macros(entries) -> str:
+    """The settings of the claims' rules the text explains, from ``claims.yaml`` (``entries``:
+    :func:`hpcvirt.claims.load`): for a check that places a knee, ``\\claimknee{ID}{check}`` (how far
+    below its best so far the curve must fall, in percent) and ``\\claimreach{ID}{check}`` (where
+    the sweep must reach: the rule's upper bound, in the check's unit)."""
+    import numpy as np
+
+    out = ["\\makeatletter\n"]
+    for c in entries:
+        for j, chk in enumerate(c.checks, 1):
+            at = chk["selectors"][0].get("at") if chk["selectors"] else None
+            if isinstance(at, dict) and "knee" in at:
+                unit = tex(str(chk["unit"]).removeprefix("x "))
+                out += [f"\\@namedef{{hvclaimknee@{c.id}@{j}}}{{{fmt_g(100 * at['knee'])}\\,\\%}}\n",
+                        f"\\@namedef{{hvclaimreach@{c.id}@{j}}}{{{fmt_g(float(np.max(chk['bound'])))}$\\times$ "
+                        f"{unit}}}\n"]
+    return "".join(out) + "\\makeatother\n"
+
+
 def tex_macros(verdicts: pd.DataFrame) -> str:
     """\\claimverdict{ID}, \\claimvalue{ID}{check} (median [CI]) and
     \\claimthreshold{ID}{check} (the verdict rule's threshold) for every claim."""
