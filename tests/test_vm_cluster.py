@@ -266,3 +266,15 @@ def test_a_sites_declared_fabric_names_its_rows_and_labels_and_is_refused_where_
     with pytest.raises(ConfigError, match=r"example-cloud.yaml: mpi.openmpi.paths.net.fabric: 'ib', .*TCP only.* "
                                           r"\(a file that extends example-site inherits its fabric with any path"):
         load_testbed(cloud, schema)
+
+
+def test_a_vm_cluster_places_the_stencils_ranks_through_its_launcher_too(tmp_path):
+    """Like a bare-metal cluster, a VM cluster places ranks with launcher arguments: without {block} every
+    placement of the stencil would run the same command, so the file is refused before any job."""
+    schema = load_schema("testbed.schema.yaml")
+    cloud = _copies(tmp_path, "example-cloud", "\nmpi:\n  openmpi:\n",
+                    "\nmpi:\n  openmpi:\n    advect: {binary: .hpcvirt/bin/advect-openmpi, args: []}\n")
+    with pytest.raises(ConfigError, match=r"example-cloud.yaml: mpi.openmpi.advect.args: a vm-cluster testbed with "
+                                          r"several nodes places ranks through launcher arguments and needs one "
+                                          r"with '\{block\}'"):
+        load_testbed(cloud, schema)

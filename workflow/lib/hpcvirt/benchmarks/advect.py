@@ -233,9 +233,15 @@ class Advect(Benchmark):
                   "step over the non-guest testbed's, paired by round."))
 
     def check_testbed(self, tb: dict, entry: dict) -> str | None:
-        if tb["kind"] == "native" and tb["nodes"] > 1 and not any("{block}" in w for w in entry.get("args", [])):
-            return ("a native testbed with several nodes places ranks through launcher arguments and needs one "
-                    "with '{block}' (e.g. --distribution=plane={block})")
+        from ..kinds import KINDS
+
+        # a kind that names no host of a rank ({rank_hosts}: the project's own hosts and guests) places the
+        # ranks through its launcher's arguments: a bare-metal cluster's and a VM cluster's srun
+        by_launcher = "rank_hosts" not in KINDS[tb["kind"]].placeholders
+        if by_launcher and tb["nodes"] > 1 and not any("{block}" in w for w in entry.get("args", [])):
+            return (f"a {tb['kind']} testbed with several nodes places ranks through launcher arguments and needs "
+                    "one with '{block}' (e.g. --distribution=plane={block}); without it every placement would "
+                    "run the same command")
         return None
 
     def normalize(self, s: dict) -> dict:
