@@ -642,6 +642,10 @@ def test_the_dry_run_says_how_long_a_sites_measurements_ask_for_in_all():
     assert not [p for p in absent_paths(tb) if "advect" in p or "openfoam-dambreak" in p]
     assert absent_paths(tb)[-1] == "mpi.mpich.imb.binary /opt/spack/mpich/intel-mpi-benchmarks-2021.3/bin/IMB-MPI1"
     assert "mpi.openmpi.qe.env.HPCVIRT_QE_PW /opt/spack/openmpi-ucx/quantum-espresso-6.7/bin/pw.x" in absent_paths(tb)
+    # a binary named alone is looked up on PATH: named when this machine's PATH lacks it
+    assert not [p for p in absent_paths(tb) if "netpipe" in p]          # NPopenmpi, NPmpich2: Debian's, here
+    tb["mpi"]["openmpi"]["netpipe"]["binary"] = "NPsite-openmpi"
+    assert "mpi.openmpi.netpipe.binary NPsite-openmpi (not on this machine's PATH)" in absent_paths(tb)
     local = load_study(_merged() | {"campaign": "x", "testbeds": ["local-slurm"], "skip_unoffered": True},
                        testbed_dir=ROOT / "config/testbeds")
     assert absent_paths(local[1]["local-slurm"]) == []     # its suites are the workflow's builds, below the clone

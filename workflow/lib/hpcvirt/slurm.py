@@ -40,6 +40,7 @@ group; ``--group-components <group>=N`` puts N of them into one allocation
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from .benchmarks import REGISTRY
@@ -144,8 +145,10 @@ def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
 def absent_paths(tb: dict) -> list[str]:
     """The absolute paths a Slurm testbed's file names (binaries, their inputs, environment values) that
     this machine lacks, as ``<key> <path>``: a login node that shares the nodes' file systems sees them,
-    so each is a placeholder left or a typo; and a binary named by a relative path (the clone's, which the
-    nodes share) that the clone lacks, but for what the workflow builds into ``.hpcvirt/`` on first use.
+    so each is a placeholder left or a typo; a binary named by a relative path (the clone's, which the
+    nodes share) that the clone lacks, but for what the workflow builds into ``.hpcvirt/`` on first use;
+    and a binary named alone (found on the nodes' PATH) that this machine's PATH lacks (a hint only: the
+    nodes' software may differ from this machine's).
     None for a testbed whose ranks run in an image (its paths are the image's)."""
     from . import paths
 
@@ -164,6 +167,8 @@ def absent_paths(tb: dict) -> list[str]:
         elif (isinstance(value, str) and key.endswith(".binary") and "/" in value and not value.startswith(".hpcvirt/")
               and not (root / value).exists()):
             out.append(f"{key} {value} (relative to the clone)")
+        elif isinstance(value, str) and key.endswith(".binary") and "/" not in value and not shutil.which(value):
+            out.append(f"{key} {value} (not on this machine's PATH)")
 
     if tb.get("executor") == "slurm" and tb.get("runtime", {}).get("kind", "none") == "none":
         walk({k: v for k, v in tb.items() if k != "description"}, "")
