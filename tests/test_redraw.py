@@ -62,6 +62,7 @@ def test_a_bad_sweep_names_the_file_figure_and_key(tmp_path, mutate, needle):
 
 @pytest.mark.parametrize("mutate, needle", [
     (lambda d: d.update(unit="furlongs"), r"unit: 'furlongs'; allowed: "),
+    (lambda d: d.pop("quantity"), r"a bars drawing needs exactly groups, layout, name, quantity, title, unit"),
     (lambda d: d["groups"][0].update(reference=["nanos2010-999"]), r"'nanos2010-999' is not a row of nanos2010"),
     (lambda d: d["groups"][0]["ours"][0].pop("metric"), r"groups\[0\].ours\[0\]: needs metric"),
     (lambda d: d["groups"][0]["ours"][0].pop("label"), r"groups\[0\].ours\[0\]: needs a label"),

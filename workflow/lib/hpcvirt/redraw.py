@@ -17,6 +17,7 @@ in one of two layouts::
       - name: netperf
         layout: bars                    # one value per bar, in the unit the study reports
         title: raw TCP bandwidth
+        quantity: bandwidth             # the y axis: quantity [unit]
         unit: MiB/s
         groups:
           - label: native
@@ -82,7 +83,7 @@ def validate(path, study: str, figure: str, spec, ref: pd.DataFrame) -> list[dic
         if not isinstance(d.get("title"), str):
             fail(f"{w}: title must say what is drawn")
         keys = {"sweep": {"name", "layout", "title", "rows", "benchmarks"},
-                "bars": {"name", "layout", "title", "unit", "groups"}}[d["layout"]]
+                "bars": {"name", "layout", "title", "quantity", "unit", "groups"}}[d["layout"]]
         if set(d) != keys:
             fail(f"{w}: a {d['layout']} drawing needs exactly {', '.join(sorted(keys))}")
         if d["layout"] == "sweep":
@@ -392,7 +393,7 @@ def draw(drawing: dict, study: str, summary: pd.DataFrame, tidy: pd.DataFrame, r
             x += 0.8
         width = max(12, int(60 / max(1, len(groups))))       # characters per line of a group's label
         ax.set_xticks(ticks, [textwrap.fill(t, width) for t in ticklabels], fontsize=7 if len(groups) < 5 else 6)
-        ax.set_ylabel(f"[{drawing['unit']}]")
+        ax.set_ylabel(f"{drawing['quantity']} [{drawing['unit']}]")
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="ours: this campaign's\nmedian and CI",
                   title_fontsize=6)
         ax.margins(y=0.15)
