@@ -70,18 +70,24 @@ def _spack_build(spack: dict) -> str:
 def code_versions(rec: pd.DataFrame, repo: str | Path | None = None) -> str:
     """A sentence: the commits of this repository that measured the campaign's runs, as each run's record
     gives it (whether the working tree had changes), with their runs and days; a commit the clone at
-    ``repo`` does not hold is said to be missing from it (its changes cannot be read here)."""
+    ``repo`` does not hold is said to be missing from it (its changes cannot be read here); a ``repo``
+    without git history, or None, says nothing of that."""
     import subprocess
 
+    def git(*args) -> bool:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True).returncode == 0
+
+    if repo is not None and not git("rev-parse", "--git-dir"):
+        repo = None             # no history to look in (an unpacked bundle): nothing said of it
     parts = []
     for (commit, dirty), g in rec.groupby(["commit", "dirty"], sort=False):
+        runs = f"{len(g)} run{'s' if len(g) != 1 else ''}"
         if not commit:
-            parts.append(f"{len(g)} runs recorded no commit")
+            parts.append(f"a commit its records do not name ({runs})")
             continue
-        held = repo is not None and subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"],
-                                                   capture_output=True).returncode == 0
+        held = repo is not None and git("cat-file", "-e", f"{commit}^{{commit}}")
         days = sorted({d.strftime("%d %b %Y") for d in g["started"]})
-        parts.append(f"{'a modified working tree of ' if dirty else ''}commit \\texttt{{{commit[:8]}}} ({len(g)} runs, "
+        parts.append(f"{'a modified working tree of ' if dirty else ''}commit \\texttt{{{commit[:8]}}} ({runs}, "
                      f"{' to '.join(dict.fromkeys([days[0], days[-1]]))}"
                      f"{'' if held or repo is None else '; not in this clone of the repository'})")
     return "The runs were measured by " + "; and by ".join(parts) + ", as each run's record gives it."

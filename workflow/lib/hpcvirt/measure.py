@@ -319,13 +319,13 @@ def _attempt(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, pr
         spec, runner_err = status.pop("spec"), status.pop("runner_stderr")
         if rank_dir is not None:
             ctx["rank_hosts"] = read_rank_hosts(rank_dir, launch.ranks)
-        full = disk_full(raw_out_p.parent) or misplaced(ctx.get("rank_hosts"), launch.nodes)
-        if full and succeeded(status):
+        untrusted = disk_full(raw_out_p.parent) or misplaced(ctx.get("rank_hosts"), launch.nodes)
+        if untrusted and succeeded(status):
             # the benchmark's writes may have failed silently, or its ranks ran elsewhere than meant: its
             # output cannot be trusted
-            status["note"] = full
+            status["note"] = untrusted
         rec = provenance.record(launch=spec, status=status, config_digest=digest, context=ctx)
-        if succeeded(status) and not full:
+        if succeeded(status) and not untrusted:
             os.chmod(tmp_out, 0o444)
             try:
                 publish(tmp_out, raw_out)
