@@ -214,7 +214,7 @@ def test_a_sites_declared_fabric_names_its_rows_and_labels_and_is_refused_where_
     for other in TESTBEDS.glob("*.yaml"):    # the study names them all (skip_testbeds)
         shutil.copy(other, tmp_path)
     site = _copies(tmp_path, "example-site", '"OMPI_MCA_btl=self,tcp", OMPI_MCA_btl_tcp_if_include=eth0]\n',
-                   '"UCX_TLS=rc,sm,self", UCX_NET_DEVICES=mlx5_0:1]\n        fabric: ib\n')
+                   '"UCX_TLS=rc,self", UCX_NET_DEVICES=mlx5_0:1]\n        fabric: ib\n')
     site.write_text(site.read_text().replace("OMPI_MCA_pml=ob1, \"UCX_TLS", "OMPI_MCA_pml=ucx, \"UCX_TLS")
                     .replace("        fabric: tcp\n", "", 1))
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -257,7 +257,7 @@ def test_a_sites_declared_fabric_names_its_rows_and_labels_and_is_refused_where_
         bad.write_text((TESTBEDS / f"{name}.yaml").read_text())      # as it was
     # a VM cluster that changes the InfiniBand site's path to TCP but keeps its fabric (ib) by extends
     ib_site = _copies(tmp_path, "example-site", '"OMPI_MCA_btl=self,tcp", OMPI_MCA_btl_tcp_if_include=eth0]\n',
-                      '"UCX_TLS=rc,sm,self", UCX_NET_DEVICES=mlx5_0:1]\n')
+                      '"UCX_TLS=rc,self", UCX_NET_DEVICES=mlx5_0:1]\n')
     ib_site.write_text(ib_site.read_text().replace("OMPI_MCA_pml=ob1, \"UCX_TLS", "OMPI_MCA_pml=ucx, \"UCX_TLS")
                        .replace("        fabric: tcp\n", "        fabric: ib\n", 1))
     load_testbed(ib_site, schema)
