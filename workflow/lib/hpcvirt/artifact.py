@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths, progress
+from . import progress
 from .benchmarks import REGISTRY
 from .claims import STUDIES
 from .labels import tex
@@ -67,29 +67,19 @@ def _spack_build(spack: dict) -> str:
     return f"Spack {spack.get('version', '')} /{spack['hash'][:7]}, spack.lock sha256 {spack.get('lock_sha256', '')[:8]}"
 
 
-def code_versions(rec: pd.DataFrame, repo: str | Path | None = None) -> str:
+def code_versions(rec: pd.DataFrame) -> str:
     """A sentence: the commits of this repository that measured the campaign's runs, as each run's record
-    gives it (whether the working tree had changes), with their runs and days; a commit the clone at
-    ``repo`` does not hold is said to be missing from it (its changes cannot be read here); a ``repo``
-    without git history, or None, says nothing of that."""
-    import subprocess
-
-    def git(*args) -> bool:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True).returncode == 0
-
-    if repo is not None and not git("rev-parse", "--git-dir"):
-        repo = None             # no history to look in (an unpacked bundle): nothing said of it
+    gives it (and whether the working tree had changes), with their runs and days.  From the records
+    only, so that the paper reads the same wherever it is rebuilt (a clone, an unpacked bundle)."""
     parts = []
     for (commit, dirty), g in rec.groupby(["commit", "dirty"], sort=False):
         runs = f"{len(g)} run{'s' if len(g) != 1 else ''}"
         if not commit:
             parts.append(f"a commit its records do not name ({runs})")
             continue
-        held = repo is not None and git("cat-file", "-e", f"{commit}^{{commit}}")
         days = sorted({d.strftime("%d %b %Y") for d in g["started"]})
         parts.append(f"{'a modified working tree of ' if dirty else ''}commit \\texttt{{{commit[:8]}}} ({runs}, "
-                     f"{' to '.join(dict.fromkeys([days[0], days[-1]]))}"
-                     f"{'' if held or repo is None else '; not in this clone of the repository'})")
+                     f"{' to '.join(dict.fromkeys([days[0], days[-1]]))})")
     return "The runs were measured by " + "; and by ".join(parts) + ", as each run's record gives it."
 
 
@@ -193,7 +183,7 @@ def artifact_tex(campaign: str, raw_root, verdicts: pd.DataFrame) -> str:
                   "@{}p{0.08\\linewidth}p{0.15\\linewidth}p{0.13\\linewidth}p{0.15\\linewidth}p{0.33\\linewidth}r@{}",
                   ["testbed", "CPU", "kernel", "virtualization", "packages", "runs"], hardware_software(rec),
                   "\\scriptsize"),
-           f"\\paragraph{{The code that measured.}} {code_versions(rec, paths.root())}\n\n",
+           f"\\paragraph{{The code that measured.}} {code_versions(rec)}\n\n",
            _table("The pinned suites as built for this campaign: source checksum (first 16 hex digits of its "
                   "sha256) and which verified copy was used, compiler, and flags or the Spack build (DAG hash, "
                   "checksum of the spack.lock); a commit's version is its first 8 hex digits.", "tab:artifact-suites",
