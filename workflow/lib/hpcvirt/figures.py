@@ -163,8 +163,12 @@ def publish(drawn, pdf, png=None) -> None:
     os.replace(drawn, pdf)
 
 
-#: A campaign's name, as make figure FROM= takes it (a directory of data/results/).
-CAMPAIGN_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"   # as config.schema.yaml: campaign
+def _is_campaign_name(source: str) -> bool:
+    """Whether ``source`` is a campaign's name as the study's schema allows it (``campaign``)."""
+    from .config import load_schema
+
+    pattern = load_schema("config.schema.yaml")["properties"]["campaign"]["pattern"]
+    return re.fullmatch(pattern.removeprefix("^").removesuffix("$"), source or "") is not None
 
 
 def check_target(name: str, source: str = "") -> str | None:
@@ -175,7 +179,7 @@ def check_target(name: str, source: str = "") -> str | None:
     names = [f.name for f in load()] + redraw.pdf_names(paths.root() / "data/reference")
     if name not in names:
         return f"FIGURE={name}: no such figure; the figures are {', '.join(names)}"
-    if source and not re.fullmatch(CAMPAIGN_NAME, source):
+    if source and not _is_campaign_name(source):
         return f"FROM={source}: not a campaign's name (a directory name of data/results/, e.g. local-<UTC time>)"
     table = next((f"{f.reads}.csv" for f in load() if f.name == name and f.campaign == "containers"), "summary.csv")
     results = paths.root() / "data/results"
@@ -191,7 +195,7 @@ def from_config(name: str, source: str) -> str:
     FROM=``), for a shell: a companion campaign's figure sets only its key (``paper.containers_campaign``,
     ``paper.datapaths_campaign``); any other sets the campaign, and the data paths' with it (the default
     study draws both from one campaign).  Empty for a source that is not a campaign's name."""
-    if not re.fullmatch(CAMPAIGN_NAME, source or ""):
+    if not _is_campaign_name(source):
         return ""
     fig = next((f for f in load() if f.name == name), None)
     if fig is not None and fig.campaign != "main":
