@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from .benchmarks import REGISTRY
-from .benchmarks.base import Application, PinnedSource
+from .benchmarks.base import Application
+from .benchmarks.parts import PinnedSource
 from .analysis import headline
 from .kinds import Qemu
 from .labels import MACRO_USE, Macros, camel, count_text, fmt, fmt_bytes, latex_escape, path_key, rate_label

@@ -24,11 +24,14 @@ A benchmark is one module in this package that declares, in one class:
 * ``counterparts``: the studies' experiments it stands in for
   (:class:`Counterpart`, a row each of the paper's mapping table).
 
-Matrix, config validation, launch, parse, Slurm shapes and provenance
-iterate over :data:`REGISTRY` and name no benchmark (the analyses and
-figures name the benchmarks they draw; the container preflight's wire-up is
-a short NetPIPE).  Adding one = one module here (listed in :data:`MODULES`),
-its parser tests with captured outputs, and its config entry.
+The parts a declaration is made of are in :mod:`.parts`, the base classes
+(:class:`Benchmark`, :class:`Application`, :class:`ClientServer`) in
+:mod:`.base`.  Matrix, config validation, launch, parse, Slurm shapes,
+provenance, views, figures and the paper's numbers iterate over
+:data:`REGISTRY` and name no benchmark (``tests/test_generic_modules.py``;
+the container preflight runs the one that declares ``wireup``).  Adding
+one = one module here (listed in :data:`MODULES`), its parser tests with
+captured outputs, and its config entry.
 """
 
 from __future__ import annotations
@@ -36,9 +39,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from .base import (MPIS, PATHS, REQUIRED, Application, Benchmark, Bool, Choice, Choices, ClientServer, Compiled,
-                   Counterpart, Group, Int, Ints, Job, Library, Mpis, Package, Param, Paths, PinnedSource,
-                   PointToPoint, View)
+from .base import Application, Benchmark, ClientServer, Job
+from .parts import (MPIS, PATHS, REQUIRED, Bool, Choice, Choices, Compiled, Counterpart, Group, Int, Ints, Library,
+                    Mpis, Package, Param, Paths, PinnedSource, PointToPoint, View)
 
 __all__ = ["MPIS", "PATHS", "REQUIRED", "Application", "Benchmark", "Bool", "Choice", "Choices", "ClientServer",
            "Compiled", "Counterpart", "Group", "Int", "Ints", "Job", "Library", "Mpis", "Package", "Param", "Paths",

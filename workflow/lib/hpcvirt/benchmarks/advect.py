@@ -40,7 +40,8 @@ from __future__ import annotations
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
 from ..placement import chain_crossing, chain_messages, placement_label, plane_hosts
-from .base import Benchmark, Bool, Compiled, Counterpart, Group, Int, Ints, Job, Mpis, View
+from .base import Benchmark, Job
+from .parts import Bool, Compiled, Counterpart, Group, Int, Ints, Mpis, View
 
 #: Nanos et al.'s placements as the method section gives them: their 16 ranks on two hosts in blocks of
 #: 8, 2 and 1 ranks; the shares of the messages that cross the network are computed (hpcvirt.placement).

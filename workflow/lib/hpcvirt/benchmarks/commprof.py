@@ -35,7 +35,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Counterpart, Ints, Job, Library, Paths, PinnedSource, View
+from .base import Benchmark, Job
+from .parts import Choices, Counterpart, Ints, Library, Paths, PinnedSource, View
 from .npb import CLASSES, KERNELS
 from .npb import BENCHMARK as NPB
 

@@ -36,8 +36,9 @@ import re
 from pathlib import Path
 
 from ..tidy import Measurement, ParseError
-from .base import Benchmark, Choices, Counterpart, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
+from .base import Benchmark, Job
 from .common import check_doubling, check_no_mpi_error, error_re, read_text
+from .parts import Choices, Counterpart, Int, Mpis, Paths, PinnedSource, PointToPoint, View
 
 TITLE_RE = re.compile(r"^#\s+Intel\(R\) MPI Benchmarks (?P<version>\S+), MPI-1 part", re.M)
 BLOCK_RE = re.compile(r"^# Benchmarking (?P<name>\w+)\s*$", re.M)

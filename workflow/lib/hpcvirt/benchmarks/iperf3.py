@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 
 from ..tidy import Measurement, ParseError
-from .base import ClientServer, Counterpart, Int, Job, Package, View, listening_probe
+from .base import ClientServer, Job, listening_probe
 from .common import read_text
+from .parts import Counterpart, Int, Package, View
 
 
 def parse(path, *, streams: int | None = None, seconds: int | None = None, omit: int | None = None
@@ -122,6 +123,7 @@ def stream_each(tidy: pd.DataFrame) -> pd.DataFrame:
 class Iperf3(ClientServer):
     name = NAME
     experiment = "streams"
+    port = 19801  # the server's default listen port (testbed key `port`)
     title = "Concurrent TCP streams with iperf3 3.12: aggregate and per-stream bandwidth (Nanos et al.)"
     params = {
         "streams": Int("Parallel TCP connections (iperf3 `-P`); Nanos et al. used 4.", 4, minimum=1, maximum=128),
@@ -131,7 +133,6 @@ class Iperf3(ClientServer):
     }
     raw_template = "P{streams}_t{seconds}_o{omit}"
     build = Package(("iperf3",))
-    port = 19801
     metrics = {"bandwidth": "MB/s", "stream_bandwidth": "MB/s", "retransmits": "count"}
     success = ("a complete JSON report (its end block) of the declared streams, seconds and warm-up, a result "
                "for every stream, and no iperf3 error")

@@ -41,8 +41,9 @@ a broken run (lost atoms, a corrupted exchange) moves it by far more.
 from __future__ import annotations
 
 from ..tidy import Measurement, ParseError
-from .base import Application, Counterpart, Int, Job, Package
+from .base import Application, Job
 from .common import Patterns, check_no_mpi_error, check_once, error_re, ranks_text, read_text, results
+from .parts import Counterpart, Int, Package
 
 INPUT = "workflow/inputs/lammps/in.lj"
 MAX_DRIFT = 0.01

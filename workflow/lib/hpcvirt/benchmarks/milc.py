@@ -81,8 +81,9 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import VALUE_KEY, Application, Choices, Counterpart, Int, Job, PinnedSource
+from .base import VALUE_KEY, Application, Job
 from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, ranks_text, read_text, results
+from .parts import Choices, Counterpart, Int, PinnedSource
 
 VERSION = "1e11e121b220433c220310b79de03cb3ee6adba0"
 WRAPPER = "workflow/scripts/milc-run"

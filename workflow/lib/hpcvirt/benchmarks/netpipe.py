@@ -28,7 +28,8 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, read_text
-from .base import Benchmark, Counterpart, Int, Job, Mpis, Package, Paths, PointToPoint
+from .base import Benchmark, Job
+from .parts import Counterpart, Int, Mpis, Package, Paths, PointToPoint
 
 LINE_RE = re.compile(
     r"^\s*(?P<idx>\d+):\s+(?P<bytes>\d+) bytes\s+(?P<times>\d+) times -->\s+"

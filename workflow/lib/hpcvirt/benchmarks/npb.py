@@ -52,7 +52,8 @@ from pathlib import Path
 
 from ..tidy import Measurement, ParseError
 from .common import check_no_mpi_error, error_re, ranks_text
-from .base import Benchmark, Choices, Counterpart, Ints, Job, Mpis, Paths, PinnedSource, View
+from .base import Benchmark, Job
+from .parts import Choices, Counterpart, Ints, Mpis, Paths, PinnedSource, View
 
 COMPLETED_RE = re.compile(r"^\s*(?P<name>[A-Z][A-Z0-9-]*) Benchmark Completed\.?\s*$", re.MULTILINE)
 FIELD_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z /]*?)\s*=\s*(?P<value>.*?)\s*$")

@@ -37,8 +37,9 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import VALUE_KEY, Application, Counterpart, Int, Ints, Job, Package
+from .base import VALUE_KEY, Application, Job
 from .common import WrapperOutput, check_no_mpi_error, error_re, read_text, results
+from .parts import Counterpart, Int, Ints, Package
 
 CASE = "/usr/share/doc/openfoam-examples/examples/multiphase/interFoam/laminar/damBreak/damBreak"
 ERRORS = error_re(r"FOAM FATAL (?:IO )?ERROR", r"^openfoam-dambreak: ")

@@ -62,7 +62,8 @@ from pathlib import Path
 
 from ..tidy import Measurement, ParseError
 from .common import check_doubling, check_no_mpi_error, error_re
-from .base import Benchmark, Choices, Counterpart, Int, Job, Mpis, Paths, PinnedSource, PointToPoint, View
+from .base import Benchmark, Job
+from .parts import Choices, Counterpart, Int, Mpis, Paths, PinnedSource, PointToPoint, View
 
 TITLE_RE = re.compile(r"^# OSU MPI(?:-\w+)? (?P<title>.+?) Test v(?P<version>\d+(?:\.\d+)*)\s*$")
 DATATYPE_RE = re.compile(r"^# Datatype: (?P<datatype>\w+)\.?\s*$")

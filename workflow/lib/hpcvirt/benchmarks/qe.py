@@ -46,8 +46,9 @@ from __future__ import annotations
 import re
 
 from ..tidy import Measurement, ParseError
-from .base import VALUE_KEY, Application, Counterpart, Int, Job, Package
+from .base import VALUE_KEY, Application, Job
 from .common import Patterns, WrapperOutput, check_no_mpi_error, error_re, read_text, results
+from .parts import Counterpart, Int, Package
 
 #: The pseudopotential (Si LDA, von Barth-Car) of ``quantum-espresso-data``.
 PSEUDO = "/usr/share/espresso/pseudo/Si.pz-vbc.UPF"

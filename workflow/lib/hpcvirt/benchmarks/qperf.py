@@ -20,7 +20,8 @@ import re
 
 from ..tidy import Measurement, ParseError
 from .common import read_text
-from .base import Choices, ClientServer, Counterpart, Int, Job, Package, PointToPoint
+from .base import ClientServer, Job
+from .parts import Choices, Counterpart, Int, Package, PointToPoint
 
 BLOCK_RE = re.compile(r"^(?P<test>tcp_lat|tcp_bw):\s*$")
 FIELD_RE = re.compile(r"^\s+(?P<key>\w+)\s+=\s+(?P<value>\d+(?:\.\d+)?)\s+(?P<unit>ns|bytes/sec|bytes)\s*$")
@@ -102,6 +103,7 @@ def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 class Qperf(ClientServer):
     name = "qperf"
     experiment = "tcp"
+    port = 19765  # the server's default listen port (testbed key `port`)
     title = "Raw TCP below MPI with qperf 0.4 (tcp_lat one-way latency, tcp_bw streaming bandwidth)"
     params = {
         "tests": Choices(("tcp_lat", "tcp_bw"), "qperf tests.", sweep="test"),
@@ -114,7 +116,6 @@ class Qperf(ClientServer):
     }
     raw_template = "{test}_{min_bytes}-{max_bytes}x{factor}_t{seconds_per_size}"
     build = Package(("qperf",))
-    port = 19765
     metrics = {"latency": "us", "bandwidth": "MB/s"}
     point_to_point = PointToPoint("qperf", ("qperf", None, "latency"), ("qperf", None, "bandwidth"), headline=True,
                                   datapath="qperf")
