@@ -39,7 +39,9 @@ help:
 	@echo "make archive    measure what the archived campaign (config/config.yaml: campaign) lacks of the study, then its paper"
 	@echo "make report     an HTML report (report/hpcvirt.html) of the archived campaign: figures, tables, paper"
 	@echo "make bundle     one file (dist/hpcvirt-<commit>.tar) that rebuilds the paper offline: make paper-from-archive"
-	@echo "make lint       snakemake --lint and snakefmt --check;  make clean  remove the built paper, figures and logs"
+	@echo "make lint       snakemake --lint and snakefmt --check"
+	@echo "make image      the offline image the container tests run in (.hpcvirt/images/offline.sqfs; make test builds it too)"
+	@echo "make clean      remove the built paper, figures, generated LaTeX, logs and Snakemake's records (.snakemake)"
 	@echo "make deps       the Debian packages and the pinned venv (every target installs what it needs first)"
 
 deps:

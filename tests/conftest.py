@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# the library of this checkout, whichever checkout the venv's editable install points at
+sys.path.insert(0, str(ROOT / "workflow" / "lib"))
 
 #: Test modules that read the offline image (.hpcvirt/images/offline.sqfs), which `make test`
 #: (workflow/scripts/test.sh) builds while the tests marked neither vm nor images run (the guests'

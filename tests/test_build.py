@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcvirt import build, sources
+from hpcvirt import build, paths, sources
 from hpcvirt import spack as hspack
 from hpcvirt.sources import SourceError, sha256_of
 
@@ -24,7 +24,7 @@ def isolated(tmp_path, monkeypatch):
     """A checkout root (with the project's Spack environments) and a build cache of its own."""
     monkeypatch.setenv("HPCVIRT_ROOT", str(tmp_path / "repo"))
     monkeypatch.setenv("HPCVIRT_WORKDIR", str(tmp_path / "work"))
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(paths.BUILD_CACHE_ENV, str(tmp_path / "cache"))
     (tmp_path / "repo").mkdir()
     (tmp_path / "repo" / "spack-envs").symlink_to(ROOT / "spack-envs")
     return tmp_path

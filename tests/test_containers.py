@@ -24,7 +24,7 @@ OFFLINE_IMAGE = Path(os.environ.get("HPCVIRT_OFFLINE_IMAGE", ROOT / ".hpcvirt" /
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rt", [{"kind": "none"}, {"kind": "native"}, {}, None])
+@pytest.mark.parametrize("rt", [{"kind": "none"}, {}, None])
 def test_prefix_native_is_empty(rt):
     assert container_prefix(rt) == []
 
@@ -61,7 +61,8 @@ def test_prefix_apptainer():
 
 
 def test_prefix_apptainer_env_and_flags_and_singularity():
-    rt = {"kind": "singularity", "image": "/i.sif", "env": {"X": "1"}, "flags": ["--nv"], "userns": False}
+    rt = {"kind": "apptainer", "exe": "singularity", "image": "/i.sif", "env": {"X": "1"}, "flags": ["--nv"],
+          "userns": False}
     assert container_prefix(rt) == ["singularity", "--quiet", "exec", "--env", "X=1", "--nv", "/i.sif"]
     assert "--cleanenv" not in container_prefix({"kind": "apptainer", "exe": "apptainer", "userns": False,
                                                  "image": "/i"})

@@ -400,7 +400,8 @@ def test_every_view_computes_from_the_archive_and_reads_back_as_computed(tmp_pat
     for v in views.VIEWS:
         want = views.compute(v, summary, tidy, latency_bytes=8)
         got = views.read(outputs[v.name])
-        assert len(want) > 0 and list(got.columns) == list(want.columns), v.name
+        assert len(want) > 0, f"view {v.name} has no rows in the archive {main.name}: measure its rows into it"
+        assert list(got.columns) == list(want.columns), v.name
         for c in want.columns:
             if pd.api.types.is_numeric_dtype(want[c]) and not pd.api.types.is_bool_dtype(want[c]):
                 assert got[c].to_numpy() == pytest.approx(want[c].to_numpy(dtype=float), nan_ok=True), (v.name, c)

@@ -27,10 +27,14 @@ NAMES = REGISTRY.names()
 
 
 def test_registry_lists_every_module_once():
-    assert NAMES == [m for m in MODULES] and len(set(NAMES)) == len(NAMES)
-    declared = sorted(p.stem for p in (ROOT / "workflow/lib/hpcvirt/benchmarks").glob("*.py")
-                      if p.stem not in ("__init__", "base", "common", "parts"))
-    assert declared == sorted(MODULES), "a benchmark module is not in MODULES (or the reverse)"
+    """Each benchmark module is in MODULES, once, and its declaration's ``name`` is the module's name."""
+    assert len(set(NAMES)) == len(NAMES), f"a name is declared twice: {NAMES}"
+    for module, name in zip(MODULES, NAMES):
+        assert module == name, f"benchmarks/{module}.py declares name {name!r}: a benchmark's name is its module's"
+    declared = {p.stem for p in (ROOT / "workflow/lib/hpcvirt/benchmarks").glob("*.py")
+                if p.stem not in ("__init__", "base", "common", "parts")}
+    assert not declared - set(MODULES), f"not in MODULES (benchmarks/__init__.py): {sorted(declared - set(MODULES))}"
+    assert not set(MODULES) - declared, f"in MODULES without a module: {sorted(set(MODULES) - declared)}"
     assert len({b.experiment for b in REGISTRY}) == len(NAMES)
 
 
@@ -74,6 +78,8 @@ def test_parser_on_captured_outputs(name):
     """Its fixtures: at least one accepted and one rejected output, and every
     accepted one gives only the metrics and units the declaration lists."""
     b = REGISTRY[name]
+    assert (FIXTURES / name).is_dir(), (f"{name}: needs captured outputs of a good and of a failed run in "
+                                        f"{FIXTURES / name}/ (unedited, with a README.md saying where each came from)")
     files = sorted(p for p in (FIXTURES / name).iterdir() if p.name != "README.md")
     accepted, rejected = [], []
     for f in files:
@@ -84,6 +90,9 @@ def test_parser_on_captured_outputs(name):
             rejected.append(f)
             continue
         assert rows, f
+        others = sorted({r.benchmark for r in rows if not b.owns(r.benchmark)})
+        assert not others, (f"{f.name}: rows named {others} are not {name}'s (its name, row_name or row_prefix): "
+                            "the figures, macros and counts would give them to another benchmark")
         bad = sorted({(r.metric, r.unit) for r in rows if not b.declares(r.metric, r.unit)})
         assert not bad, f"{f.name}: undeclared metrics/units {bad}"
         accepted.append(f)
@@ -173,7 +182,9 @@ def test_dry_run_schedules_every_benchmark_on_every_kind_that_offers_it(tmp_path
         for kind in kinds:
             names = [n for n in study["testbeds"] if TESTBEDS[n]["kind"] == kind and b.name in offers(TESTBEDS[n])]
             planned = [p for p in matrix.all_raw_paths(loaded) if p.split("/")[3] in names and p.split("/")[4] == b.name]
-            assert planned, (b.name, kind)
+            assert planned, (f"{b.name}: the full study plans no run on the {kind} testbeds {names} that offer it: "
+                             "its experiment's choices (every value of a required one) select nothing they offer "
+                             "(their mpi.<mpi>.paths and binaries)")
             for p in planned:
                 assert p in out, f"dry run does not schedule {p} ({b.name} on a {kind} testbed)"
 

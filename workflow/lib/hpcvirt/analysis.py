@@ -18,8 +18,6 @@ from .query import per_round_at
 from .labels import normalize_units, runtime_of
 from .tidy import COLUMNS, ParseError, to_rows
 
-# Bandwidths are compared in Gbit/s (the unit of Exposito et al.), latencies in us.
-
 
 def _parse_one(raw: Path, ctx: dict) -> list:
     """The declaration's parser, with what the launch expected (from the provenance)."""

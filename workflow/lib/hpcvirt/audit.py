@@ -37,7 +37,6 @@ from .claims import STUDIES
 from .claims import load as load_claims
 
 STATEMENT = ("faithful", "partly", "misstated")
-BASIS = ("evaluated", "not_testable")
 QUANTITY = ("own", "weaker", "different")
 TOOL = ("study", "stand-in", "other")
 STAND_IN = ("consistent", "inconsistent")

@@ -60,7 +60,6 @@ from . import paths, sources
 from . import spack as spack_mod
 from .staging import binaries, stage
 
-CACHE_ENV = paths.BUILD_CACHE_ENV
 
 #: The Spack environment (a folder of ``spack-envs/``) the suites are built from.
 STACK = "laptop"

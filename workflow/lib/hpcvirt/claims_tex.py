@@ -14,10 +14,6 @@ from .labels import fmt_ci, fmt_g, fmt_measured, one_round, tex
 
 
 # ------------------------------------------------------------------ LaTeX
-def macro_name(cid: str) -> str:
-    return cid.replace("-", "")
-
-
 def value_text(r, unit=tex) -> str:
     """A check's median [CI] and unit; a check of one round, its median, unit and "one round": one round
     has no interval.  ``unit`` writes the unit (LaTeX; ``str`` for plain text)."""

@@ -58,7 +58,8 @@ COMPARATOR_TEXT = {"~": "≈", "<": "<", "up_to": "≤", ">": ">", "<=": "≤", 
 
 
 def normalize_units(tidy):
-    """Tidy rows with bandwidth in Gbit/s (:data:`TO_GBITS`), latency in us."""
+    """Tidy rows with bandwidth in Gbit/s (:data:`TO_GBITS`: the unit of Expósito et al., in which every
+    bandwidth is compared), latency in us."""
     df = tidy.copy()
     bw = df["metric"] == "bandwidth"
     if not bw.any():

@@ -144,8 +144,3 @@ def priorities(study: dict) -> dict[tuple[str, str, str, int], int]:
 
 def all_raw_paths(study: dict) -> list[str]:
     return [raw_path(study["campaign"], c, rep) for c, rep in schedule(study)]
-
-
-def benchmarks_in(study: dict) -> set[str]:
-    """The benchmarks that have at least one configuration in the study."""
-    return {c.benchmark for c in configurations(study)}

@@ -14,7 +14,8 @@ Testbed runtime settings (``runtime`` dicts) look like::
     {"kind": "apptainer", "image": "/path/img.sif", "bind": ["/scratch:/scratch"],
      "env": {"K": "V"}, "flags": ["--nv"], "userns": "auto"}
 
-``"singularity"`` is accepted as a kind with the same keys as ``apptainer``.
+A site's SingularityCE is ``kind: apptainer`` with ``exe: singularity`` (the
+same command line).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import getpass
 import os
 from typing import Any, Mapping
 
-NATIVE_KINDS = {"none", "native", "", None}
-APPTAINER_KINDS = {"apptainer", "singularity"}
+NATIVE_KINDS = {"none"}
+APPTAINER_KINDS = {"apptainer"}
 
 
 def _image(runtime: Mapping[str, Any]) -> str:
@@ -34,11 +35,9 @@ def _image(runtime: Mapping[str, Any]) -> str:
     return os.fspath(image)
 
 
-def apptainer_exe(kind: str = "apptainer") -> str:
+def apptainer_exe() -> str:
     """The Apptainer a testbed without ``runtime.exe`` uses: the site's on PATH, else the one the
-    installer built (:func:`hpcvirt.apptainer.find`); ``singularity`` stays as named."""
-    if kind != "apptainer":
-        return kind
+    installer built (:func:`hpcvirt.apptainer.find`)."""
     from .apptainer import ApptainerError, find
     try:
         return find()["exe"]
@@ -127,7 +126,7 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
 
     if kind in APPTAINER_KINDS:
         image = _image(rt)
-        exe = str(rt.get("exe") or apptainer_exe(kind))
+        exe = str(rt.get("exe") or apptainer_exe())
         # --quiet: no INFO lines (e.g. "gocryptfs not found") in the benchmark's own output, which a
         # client/server benchmark prints unwrapped and its parser rightly rejects; warnings still show
         argv = [exe, "--quiet", "exec"]

@@ -24,7 +24,6 @@ from .labels import COMPARATOR_TEX, accel_text_error, for_accel, guests_accel, l
 NAMES = {"exposito2012": "Exp\\'osito et al. (2012)", "nanos2010": "Nanos et al. (2010)",
          "atif2016": "Atif et al. (2016)", "ramakrishnan2011": "Ramakrishnan et al. (2011)",
          "richter2015": "Richter et al. (2015)"}
-CITE = {s: f"\\citet{{{s}}}" for s in STUDIES}
 # metric name suffix -> unit as the study reports it
 UNITS = {"_us": "µs", "_gbps": "Gbit/s", "_MiBps": "MiB/s", "_MBps": "MB/s", "_pct": "%", "_pctpts": "points",
          "_s": "s", "_processes": "processes", "_cores": "cores", "_factor": "×", "_ratio": "×"}

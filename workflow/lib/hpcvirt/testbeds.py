@@ -126,7 +126,7 @@ class Kind(kinds.Kind):
     def mpi_launcher(self, mpi: str, rank_hosts: list[str], path: str | None = None) -> list[str]:
         """The argv prefix that starts ``len(rank_hosts)`` ranks of ``mpi``,
         rank i on ``rank_hosts[i]``, over data path ``path``; append the
-        program (for tests and probes that run a command under MPI; every
+        program (for the tests that run a command under MPI; every
         rank's output is kept)."""
         job = Job([], mpi=mpi, ranks=len(rank_hosts), path=path)
         argv, _ = self.mpi_argv(job, {}, list(rank_hosts), wrap=False)
