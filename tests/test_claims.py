@@ -182,8 +182,8 @@ def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
     assert tested["claim"].nunique() >= 15
     assert "EXP-10" in set(tested["claim"])        # the knee, relative to the archive host's L3
     assert tested["ci_low"].le(tested["median"]).all() and tested["median"].le(tested["ci_high"]).all()
-    assert v.loc[v["claim"] == "EXP-5", "tcg"].all()            # guest vs native: TCG-marked
-    assert not v.loc[v["claim"] == "EXP-16", "tcg"].any()
+    assert v.loc[v["claim"] == "EXP-13", "tcg"].all()           # guests vs this host: TCG-marked
+    assert not v.loc[v["claim"] == "ATI-1", "tcg"].any()
     # a check on emulated guests keeps its value but decides nothing: not testable on this host
     tcg = v[v["tcg"].eq(True)]
     assert len(tcg) >= 8 and tcg["median"].notna().all()
@@ -211,20 +211,25 @@ def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
     assert "TCG" not in texts(none) and "KVM here" not in texts(none)
 
 
+def _gbe_osu_bw(tidy: pd.DataFrame) -> pd.Series:
+    """The archive's OSU bandwidth rows over the 1 Gbit/s link (ATI-1's denominator)."""
+    sel = (tidy["testbed"] == "bridge-gbe") & (tidy["benchmark"] == "osu_bw") & (tidy["metric"] == "bandwidth")
+    assert sel.sum() >= 5
+    return sel
+
+
 def test_a_flipped_verdict_names_the_sentence_and_the_claim():
-    """The archived IS rates across the two hosts changed so that EXP-16 flips:
-    IS across two hosts faster than on one.  The sentence that relies on it is named."""
+    """The archived OSU bandwidths over the 1 Gbit/s link changed so that ATI-1 flips: the 10 Gbit/s link
+    no longer about ten times faster.  The sentence that relies on it is named."""
     tidy = archive_tidy()
-    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-is") & (tidy["metric"] == "mops_total")
-    assert sel.sum() == 5
-    tidy.loc[sel, "value"] *= 100
+    tidy.loc[_gbe_osu_bw(tidy), "value"] *= 100
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, CAMPAIGN)
-    assert v.loc[v["claim"] == "EXP-16", "claim_verdict"].iloc[0] == "does not hold"
+    assert v.loc[v["claim"] == "ATI-1", "claim_verdict"].iloc[0] == "does not hold"
     sections = sorted((ROOT / "paper/sections").rglob("*.tex"))
     problems = claims_tex.check_sentences(sections, v)
     assert len(problems) == 1, problems
-    assert "paper/sections/claims.tex:" in problems[0] and "claim EXP-16 holds" in problems[0]
-    assert "for IS, EXP-16" in problems[0]          # the sentence itself
+    assert "paper/sections/claims.tex:" in problems[0] and "claim ATI-1 holds" in problems[0]
+    assert "follows the link rates" in problems[0]          # the sentence itself
     # the archive as it is: no sentence is stale
     assert claims_tex.check_sentences(sections, claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), archive_tidy(),
                                                               CAMPAIGN)) == []
@@ -232,20 +237,19 @@ def test_a_flipped_verdict_names_the_sentence_and_the_claim():
 
 def test_the_paper_build_fails_on_a_flipped_claim(tmp_path):
     """The workflow's claims rule (an input of the paper) on a fresh copy
-    whose archived IS outputs across the two hosts were changed: it fails
+    whose archived OSU outputs over the 1 Gbit/s link were changed: it fails
     naming the sentence and the claim, and writes no verdicts."""
     from test_workflow import PROFILE, fresh_copy, snakemake
 
     work = fresh_copy(tmp_path / "repo")
-    tidy = work / "data/results" / CAMPAIGN / "bridge/tidy.csv"
+    tidy = work / "data/results" / CAMPAIGN / "bridge-gbe/tidy.csv"
     df = pd.read_csv(tidy)
-    sel = (df["benchmark"] == "npb-is") & (df["metric"] == "mops_total")
-    df.loc[sel, "value"] *= 100
+    df.loc[_gbe_osu_bw(df), "value"] *= 100
     df.to_csv(tidy, index=False)
     res = snakemake(*PROFILE, "paper/generated/claims.tex", cwd=work, check=False)
     out = res.stdout + res.stderr
     assert res.returncode != 0
-    assert "claims.tex" in out and "claim EXP-16 holds" in out and "rewrite the sentence" in out
+    assert "claims.tex" in out and "claim ATI-1 holds" in out and "rewrite the sentence" in out
     assert not (work / "data/results" / CAMPAIGN / "claims.csv").exists()
 
 
@@ -254,10 +258,10 @@ def test_a_claim_without_data_in_the_campaign_contradicts_no_sentence(tmp_path):
     tidy = archive_tidy()
     tidy = tidy[tidy["testbed"] == "local"]
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "quick")
-    assert v.loc[v["claim"] == "EXP-16", "claim_verdict"].iloc[0] == "not tested"
+    assert v.loc[v["claim"] == "ATI-1", "claim_verdict"].iloc[0] == "not tested"
     assert claims_tex.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v) == []
     text = tmp_path / "s.tex"
-    text.write_text("It \\claimsays{EXP-16}{hold}. And \\claimsays{XYZ-1}{holds}.\n")
+    text.write_text("It \\claimsays{ATI-1}{hold}. And \\claimsays{XYZ-1}{holds}.\n")
     problems = claims_tex.check_sentences([text], v)
     assert "'hold' is not a verdict" in problems[0] and "claim XYZ-1 has no verdict" in problems[1]
 
@@ -415,13 +419,12 @@ def test_a_new_campaign_lists_the_sentences_it_contradicts():
     from hpcvirt import compare
 
     tidy = archive_tidy()
-    sel = (tidy["testbed"] == "bridge") & (tidy["benchmark"] == "npb-is") & (tidy["metric"] == "mops_total")
-    tidy.loc[sel, "value"] *= 100
+    tidy.loc[_gbe_osu_bw(tidy), "value"] *= 100
     v = claims.evaluate(claims.load(CLAIMS, CLAIMS_MD), tidy, "mine")
     problems = claims_tex.check_sentences(sorted((ROOT / "paper/sections").rglob("*.tex")), v)
     tex = compare.tex(compare.compare(tidy, archive_tidy()), v, v, "mine", CAMPAIGN, problems)
     assert "Sentences written for the archive" in tex
-    assert "claim EXP-16 holds, but this campaign's verdict is 'does not hold'" in tex
+    assert "claim ATI-1 holds, but this campaign's verdict is 'does not hold'" in tex
 
 
 def _sweep(knee_at: int, top_log2: int = 26, testbed: str = "local") -> pd.DataFrame:

@@ -105,7 +105,7 @@ def _tidy(values: dict) -> pd.DataFrame:
         for rep, t in enumerate(times, 1):
             for metric, unit, v in (("time_per_step", "us", t), ("comm_per_step", "us", t / 2),
                                     ("compute_per_step", "us", t / 2), ("network_share", "fraction", share[block])):
-                rows.append(dict(run_id=f"c/{tb}/advect/b{block}/rep-{rep}", testbed=tb, virtualization=virt,
+                rows.append(dict(run_id=f"c/{tb}/advect/openmpi-n4-b{block}_32x32x16_s200w10/rep-{rep}", testbed=tb, virtualization=virt,
                                  kind="qemu" if tb == "vm" else "netns-bridge", accel="tcg" if tb == "vm" else "",
                                  interconnect="shm+tcp", stack="host", mpi="openmpi", benchmark="advect",
                                  variant=f"{block} per block", metric=metric, unit=unit, value=v, msg_bytes=8192,
@@ -142,7 +142,8 @@ def test_summary_and_macros():
     macros = macros.tex()
     for line in ("\\hvPlaceShareBridgeOpenmpiMixed}{33.3}", "\\hvPlaceStepVmOpenmpiInterNode}{8000}",
                  "\\hvPlaceRatioVmOpenmpiInterNodeVsBridge}{40.0}", "\\hvPlaceRatioVmOpenmpiMixedVsBridge}{20.0}",
-                 "\\hvPlaceCommPctVmOpenmpiMixed}{50}", "\\hvPlaceRanks}{4}", "\\hvPlaceHalo}{8\\,KiB}"):
+                 "\\hvPlaceCommPctVmOpenmpiMixed}{50}", "\\hvPlaceRanks}{4}", "\\hvPlaceHalo}{8\\,KiB}",
+                 "\\hvPlaceGrid}{$32\\times32\\times16$}"):
         assert line in macros, line
     assert "vm (qemu-tcg) & inter-node (1) & 100 &" in table
     # no placement in a campaign: no macros, and the table says so
@@ -184,7 +185,8 @@ def test_the_studys_placements_in_the_method_are_computed_as_the_check_computes_
     shares of messages that cross the network as hpcvirt.placement computes them for a run's check."""
     from hpcvirt.benchmarks import advect
 
-    rows = pd.DataFrame({"iteration_count": [200], "msg_bytes": [8192]})
+    rows = pd.DataFrame({"iteration_count": [200], "msg_bytes": [8192],
+                         "run_id": ["c/local/advect/openmpi-n16-b8_32x32x16_s200w10/rep-1"]})
     got = REGISTRY["advect"].numbers(rows)
     assert (got["hvPlaceStudyRanks"], got["hvPlaceStudyBlocks"]) == ("16", "8, 2 and 1")
     assert got["hvPlaceStudyShares"] == "6.7\\,\\%, 46.7\\,\\% and 100\\,\\%"

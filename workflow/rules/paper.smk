@@ -81,6 +81,7 @@ rule claims:
     input:
         claims="data/reference/claims.yaml",
         claims_md="data/reference/claims.md",
+        audit=expand("data/reference/audit/{study}.yaml", study=claims.STUDIES),
         reference=expand("data/reference/{study}.csv", study=claims.STUDIES),
         testbeds="data/reference/testbeds.csv",
         figures="data/reference/figures_without_data.csv",

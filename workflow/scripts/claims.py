@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hpcvirt import claims, claims_tex, compare, studies
+from hpcvirt import audit, claims, claims_tex, compare, studies
 from hpcvirt.atomic import write_text
 from hpcvirt.reference import load_reference
 
@@ -37,11 +37,13 @@ with open(snakemake.log[0], "w") as log:
         print(msg, file=sys.stderr)
         if strict:
             sys.exit(1)
+    # the tables and the text mark a verdict that rests on a weaker or different quantity than its claim's
+    shown = claims_tex.with_audit(verdicts, audit.load(Path(snakemake.input.audit[0]).parent))
     ref = load_reference(Path(snakemake.input.claims).parent)
     testbeds = pd.read_csv(snakemake.input.testbeds, dtype=str, keep_default_na=False)
     figs = pd.read_csv(snakemake.input.figures, dtype=str, keep_default_na=False)
     rmap = studies.load_map(snakemake.input.reproduction, testbeds)
-    per_study = studies.all_tex(ref, testbeds, figs, verdicts, rmap, set(snakemake.params.figures), tidy)
+    per_study = studies.all_tex(ref, testbeds, figs, shown, rmap, set(snakemake.params.figures), tidy)
     if campaign != archive and snakemake.input.archive:
         # the archive is one of the study's other campaigns, already evaluated for the stability
         if archive in others:
@@ -59,7 +61,7 @@ with open(snakemake.log[0], "w") as log:
     write_text(snakemake.output.verdicts, verdicts.to_csv(index=False))
     write_text(snakemake.output.page, claims_tex.verdicts_html(verdicts, snakemake.params.campaign))
     write_text(snakemake.output.vs_archive, vs_archive)
-    write_text(snakemake.output.macros, claims_tex.tex_macros(verdicts)
+    write_text(snakemake.output.macros, claims_tex.tex_macros(shown)
                + claims_tex.campaign_hosts_tex(snakemake.input.campaign_hosts) + claims_tex.rule_macros(entries))
     write_text(snakemake.output.table, claims_tex.counts_tex(verdicts))
     write_text(snakemake.output.per_study, per_study)

@@ -23,16 +23,39 @@ def value_text(r, unit=tex) -> str:
             f"{(' ' + unit(u)) if u else ''}{' (one round)' if one else ''}")
 
 
+def with_audit(verdicts: pd.DataFrame, audit: dict[str, list[dict]]) -> pd.DataFrame:
+    """The verdicts with the audit's judgement of each check's quantity (column ``audit_quantity``: ``own``,
+    ``weaker`` or ``different`` than the claim's; "" for a claim not testable).  ``audit``:
+    :func:`hpcvirt.audit.load`, each check judged against its study's text."""
+    q = {(e["id"], j): chk["quantity"] for entries in audit.values() for e in entries
+         for j, chk in enumerate(e.get("checks") or [], 1)}
+    out = verdicts.copy()
+    out["audit_quantity"] = [q.get((c, int(k)), "") for c, k in zip(out["claim"], out["check"])]
+    return out
+
+
+def lesser_quantity(verdicts: pd.DataFrame, claim: str) -> str:
+    """``different`` or ``weaker`` when a check of ``claim`` that has a value rests on such a quantity (the
+    audit, :func:`with_audit`), else ""."""
+    if "audit_quantity" not in verdicts.columns:
+        return ""
+    found = set(verdicts.loc[(verdicts["claim"] == claim) & verdicts["median"].notna(), "audit_quantity"])
+    return next((x for x in ("different", "weaker") if x in found), "")
+
+
 def verdict_note(row, verdicts: pd.DataFrame) -> str:
     """What a decided verdict carries where the text states it: how many of the campaigns that decide the
-    claim give it (``4/4``, ``unstable: 8/11``; ``alone`` when no other campaign decides it) and the lowest
-    coverage of its checks' intervals (``, 93.8\\,\\%``; none when every check has one round)."""
+    claim give it (``4/4``, ``unstable: 8/11``; ``alone`` when no other campaign decides it), the lowest
+    coverage of its checks' intervals (``, 93.8\\,\\%``; none when every check has one round) and, where
+    the audit finds a check's quantity weaker than the claim's or different, that (``; a weaker quantity``)."""
     if row["decided"] >= 2:
         agree = f"{'' if row['stable'] else 'unstable: '}{int(row['agree'])}/{int(row['decided'])}"
     else:
         agree = "alone"
     checks = verdicts[(verdicts["claim"] == row["claim"]) & verdicts["median"].notna() & (verdicts["n"] >= 2)]
-    return agree + (f", {fmt_g(100 * checks['ci_level'].min())}\\,\\%" if len(checks) else "")
+    lesser = lesser_quantity(verdicts, row["claim"])
+    return (agree + (f", {fmt_g(100 * checks['ci_level'].min())}\\,\\%" if len(checks) else "")
+            + (f"; a {lesser} quantity" if lesser else ""))
 
 
 def rule_macros(entries) -> str:
@@ -72,6 +95,10 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
         n = int(counts_t[v].sum()) if v in counts_t else 0
         out.append(f"\\@namedef{{hvclaimcount@{v}}}{{{n}}}\n")
     out.append(f"\\@namedef{{hvclaimcount@all}}{{{verdicts['claim'].nunique()}}}\n")
+    holding = verdicts.loc[verdicts["claim_verdict"] == "holds", "claim"].unique()
+    # the claims that hold on a check of a weaker or different quantity than the claim's (the audit)
+    out.append(f"\\@namedef{{hvclaimcount@holds-lesser}}"
+               f"{{{sum(bool(lesser_quantity(verdicts, c)) for c in holding)}}}\n")
     if "stable" in verdicts.columns:
         mine = deciding(verdicts)
         for _, r in verdicts.drop_duplicates("claim").iterrows():
@@ -123,6 +150,9 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
              f"\\caption{{{caption} Per claim: the quantity we compute, its "
              "median [CI] over the rounds, the threshold from the claim's verdict rule, and the verdict. "
              "$\\dagger$: measured in guests under TCG software emulation: the numbers measure the emulator, so the check is not testable on this host."
+             + (" $\\ddagger$: a quantity weaker than the claim's own or different from it (the audit of each "
+                "check against its study's text, \\texttt{data/reference/audit/})."
+                if "audit_quantity" in verdicts.columns else "")
              + (" In parentheses: of the campaigns of this study (the archived ones and this one) whose intervals "
                 "for the claim reach the coverage, how many give this verdict; unstable when they differ." if "decided" in verdicts.columns else "")
              + "}"
@@ -144,7 +174,8 @@ def tex_table(verdicts: pd.DataFrame, label: str = "tab:claims", caption: str | 
                 parts = []
                 for _, r in c.iterrows():
                     if pd.notna(r["median"]):
-                        parts.append(f"{tex(r['quantity'])}: {value_text(r)} "
+                        lesser = r.get("audit_quantity") in ("weaker", "different")
+                        parts.append(f"{tex(r['quantity'])}{DDAGGER if lesser else ''}: {value_text(r)} "
                                      f"{tex(r['threshold'])}{DAGGER if r['tcg'] else ''}: {r['verdict']}")
                     else:
                         parts.append(f"{tex(r['quantity'])}: \\emph{{{tex(r['reason'])}}}")
@@ -176,6 +207,7 @@ def counts_tex(verdicts: pd.DataFrame) -> str:
 
 # ------------------------------------------------------------------ sentences
 DAGGER = "$^\\dagger$"
+DDAGGER = "$^\\ddagger$"
 SAYS_RE = re.compile(r"\\claimsays\{([A-Z]+-\d+)\}\{([^}]*)\}")
 
 

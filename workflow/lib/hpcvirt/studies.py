@@ -82,11 +82,34 @@ def figures_of(study: str, ref: pd.DataFrame, figs: pd.DataFrame) -> list[tuple[
     status says whether those values are drawn beside ours, or why not."""
     out = {r.figure: r.figure_type for r in figs[figs["study"] == study].itertuples()}
     for f in ref.loc[ref["study"] == study, "figure_or_table"]:
-        out[re.sub(r"\s*\(col [^)]*\)$", "", f)] = VALUES
+        out[_figure_name(f)] = VALUES
     return sorted(out.items())
 
 
-def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set[str]) -> tuple[str, str]:
+def _figure_name(figure_or_table: str) -> str:
+    return re.sub(r"\s*\(col [^)]*\)$", "", figure_or_table)
+
+
+def drawn_figures(study: str, rmap: dict, ref: pd.DataFrame) -> set[str]:
+    """The study's figures and tables (named as :func:`figures_of` names them) whose values its redraws
+    draw: a sweep's rows name figures, a bar's reference names rows of the study's values."""
+    names, rows = set(), set()
+    for f in rmap[study]["figures"].values():
+        for d in f.get("redraw", ()):
+            if d["layout"] == "sweep":
+                names |= {x for r in d["rows"] for x in r["reference"]}
+            else:
+                rows |= {x for g in d["groups"] for x in g["reference"]}
+    names |= set(ref.loc[(ref["study"] == study) & ref["row_id"].isin(rows), "figure_or_table"])
+    return {_figure_name(n) for n in names}
+
+
+def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set[str],
+                  drawn: set[str] | None = None) -> tuple[str, str]:
+    """(status, what this paper shows of it) of one of the study's figures or tables; ``drawn``
+    (:func:`drawn_figures`): the ones whose values a redraw draws (a figure whose panels it draws counts); a
+    figure of a redrawn entry whose own values no redraw draws (a comparison of panels, a statement over all of them) is measured, its values
+    not drawn."""
     rules = rmap[study]["figures"]
     for key in sorted(rules, key=len, reverse=True):
         if figure.startswith(key):
@@ -98,6 +121,11 @@ def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set
             refs = ", ".join(f"\\hvfigref{{{f}}}" for f in ours)
             if r.get("redraw"):
                 redrawn = ", ".join(f"\\ref{{fig:{redraw.pdf_name(study, d)}}}" for d in r["redraw"])
+                panels = drawn is None or figure in drawn or any(d.startswith(figure + " ") for d in drawn)
+                if not panels:
+                    return "measured, values not drawn", (f"Fig.~{redrawn} draws the values of its panels; these "
+                                                          f"(compared or stated over panels) are not drawn"
+                                                          f"{'; ours in ' + refs if refs else ''}{note}")
                 return "redrawn", (f"Fig.~{redrawn}, its reported values beside ours"
                                    f"{'; in full in ' + refs if refs else ''}{note}")
             if not ours:
@@ -145,8 +173,9 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
                f"\\caption{{{NAMES[study]}: its figures and tables, and what this paper shows of each.}}"
                f"\\label{{tab:figures-{study}}}\\\\\n"
                "\\toprule its figure or table & status & ours \\\\ \\midrule\n")
+    drawn = drawn_figures(study, rmap, ref)
     for fig, kind in figures_of(study, ref, figs):
-        status, text = figure_status(study, fig, kind, rmap, available)
+        status, text = figure_status(study, fig, kind, rmap, available, drawn)
         out.append(f"{tex(fig)} & {status} & {text} \\\\\n")
     out.append("\\bottomrule\n\\end{longtable}\n\\end{center}\n\n")
     # its figures redrawn with the values it reports

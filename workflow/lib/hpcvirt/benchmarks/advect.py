@@ -37,10 +37,12 @@ or step count or message counts that differ from the requested placement
 
 from __future__ import annotations
 
-from ..tidy import Measurement, ParseError
-from .common import check_no_mpi_error, read_text
+import re
+
 from ..placement import chain_crossing, chain_messages, placement_label, plane_hosts
+from ..tidy import Measurement, ParseError
 from .base import Benchmark, Job
+from .common import check_no_mpi_error, read_text
 from .parts import Bool, Compiled, Counterpart, Group, Int, Ints, Mpis, View
 
 #: Nanos et al.'s placements as the method section gives them: their 16 ranks on two hosts in blocks of
@@ -267,13 +269,16 @@ class Advect(Benchmark):
                 "variant": f"{s['block']} per block", "warmup": f"{s['warmup']} untimed steps"}
 
     def numbers(self, rows) -> dict[str, str]:
-        """The run's facts the placement section cites: time steps and halo size (of the first run); and the
+        """The run's facts the placement section cites: time steps, halo size and the grid each rank owns
+        (of the first run; the grid from its raw-output path, :meth:`raw_params`); and the
         study's placements (``STUDY_RANKS`` in blocks of ``STUDY_BLOCKS`` on two hosts) with the share of
         their messages that crosses the network, as the benchmark's check computes it."""
         from ..labels import and_list, fmt_bytes
 
         shares = (100 * float(chain_crossing(plane_hosts(("h0", "h1"), STUDY_RANKS, b))) for b in STUDY_BLOCKS)
+        grid = re.search(r"_(\d+)x(\d+)x(\d+)_s", str(rows["run_id"].iloc[0])).groups()
         return {"hvPlaceSteps": str(int(rows["iteration_count"].iloc[0])),
+                "hvPlaceGrid": "$" + "\\times".join(grid) + "$",
                 "hvPlaceHalo": fmt_bytes(int(rows["msg_bytes"].iloc[0])),
                 "hvPlaceStudyRanks": str(STUDY_RANKS), "hvPlaceStudyBlocks": and_list(map(str, STUDY_BLOCKS)),
                 "hvPlaceStudyShares": and_list(f"{s:.1f}".removesuffix(".0") + "\\,\\%" for s in shares)}
