@@ -126,7 +126,7 @@ def test_a_campaign_without_guests_draws_the_reported_values_and_says_not_measur
     assert redraw.draw(d, study, native, tidy[tidy["testbed"] != "vm"], ref, pdf) is False
     text = subprocess.run(["pdftotext", pdf, "-"], capture_output=True, text=True, check=True).stdout
     assert "not measured in this campaign" in text
-    assert "reported, MPICH2+OpenMPI-sm" in text
+    assert "reported start-up, MPICH2+OpenMPI-sm" in text and "reported peak, OpenMPI-sm" in text
     ref, (study, _, d) = _drawing("netperf")
     pdf = tmp_path / "netperf.pdf"
     assert redraw.draw(d, study, native, tidy[tidy["testbed"] != "vm"], ref, pdf) is False

@@ -279,6 +279,8 @@ def bars_table_tex(bars: pd.DataFrame, drawing: dict, label: str, caption: str) 
 
 # ------------------------------------------------------------------ drawing
 REF_COLOR = "0.35"
+#: what a study's value of a sweep is, and the part of the size axis (axes fractions) it is drawn over
+REPORTED_SPAN = {"latency": ("start-up", (0.0, 0.3)), "bandwidth": ("peak", (0.65, 1.0))}
 
 
 def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, row: dict, benchmarks, palette):
@@ -301,16 +303,19 @@ def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, ro
         ls = lines[lines["metric"] == metric]
         styles = ["--", ":", "-.", (0, (5, 1, 1, 1))]
         ref_handles = []
+        # the studies report a start-up latency (the smallest messages) and a peak bandwidth (the longest):
+        # each is drawn over that end of the sizes only, not as a curve across all of them
+        what, (x0, x1) = REPORTED_SPAN[metric]
         for k, (_, r) in enumerate(ls.iterrows()):
             comp = {"~": "≈ ", "<": "< ", "up_to": "up to ", ">=": "≥ ", "=": ""}.get(r["comparator"], "")
             val = f"{fmt_axis(r['low'])}–{fmt_axis(r['high'])}" if r["high"] > r["low"] else fmt_axis(r["low"])
-            label = f"reported, {r['what']}: {comp}{val} {unit}"
+            label = f"reported {what}, {r['what']}: {comp}{val} {unit}"
             if r["high"] > r["low"]:
-                ref_handles.append(ax.axhspan(r["low"], r["high"], facecolor="0.6", alpha=0.35, hatch="////",
-                                              edgecolor=REF_COLOR, lw=0, label=label))
+                ref_handles.append(ax.axhspan(r["low"], r["high"], x0, x1, facecolor="0.6", alpha=0.35,
+                                              hatch="////", edgecolor=REF_COLOR, lw=0, label=label))
             else:
-                ref_handles.append(ax.axhline(r["low"], color=REF_COLOR, ls=styles[k % len(styles)], lw=1.0,
-                                              label=label))
+                ref_handles.append(ax.axhline(r["low"], x0, x1, color=REF_COLOR, ls=styles[k % len(styles)],
+                                              lw=1.2, label=label))
         if ref_handles:
             ax.add_artist(ax.legend(handles=ref_handles, fontsize=5, loc="upper left" if metric == "latency"
                                     else "lower right", framealpha=0.85))

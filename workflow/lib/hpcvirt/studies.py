@@ -183,12 +183,14 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
         name = redraw.pdf_name(study, d)
         tcg = (" Our guests ran under TCG software emulation: their numbers measure the emulator, not a "
                "hypervisor." if tidy is not None and redraw.uses_tcg(d, tidy) else "")
+        span = (" A reported start-up latency is drawn over the smallest sizes, a peak bandwidth over the largest."
+                if d["layout"] == "sweep" else "")
         out.append("\\begin{figure}[tbp]\n\\centering\n"
                    f"\\includegraphics[width=\\linewidth]{{{name}.pdf}}\n"
                    f"\\caption{{{NAMES[study]}, {tex(fig)} redrawn: {tex(d['title'])}. Grey (dashed lines, "
                    f"shaded ranges, hatched bars, marked \\emph{{reported}}): the values the study reports "
                    f"(\\texttt{{data/reference/{study}.csv}}); in colour: this campaign's medians over its rounds "
-                   f"with their confidence intervals.{tcg} Redraw: \\texttt{{make figure FIGURE={name}\\hvifarchive{{}}{{ FROM=\\hvCampaign}}}}.}}"
+                   f"with their confidence intervals.{span}{tcg} Redraw: \\texttt{{make figure FIGURE={name}\\hvifarchive{{}}{{ FROM=\\hvCampaign}}}}.}}"
                    f"\\label{{fig:{name}}}\n\\end{{figure}}\n\n")
         if d["layout"] == "bars" and tidy is not None:
             out.append(redraw.bars_table_tex(
