@@ -182,7 +182,7 @@ def test_the_archive_evaluates_claims_with_cis_and_marks_tcg():
     assert tested["claim"].nunique() >= 15
     assert "EXP-10" in set(tested["claim"])        # the knee, relative to the archive host's L3
     assert tested["ci_low"].le(tested["median"]).all() and tested["median"].le(tested["ci_high"]).all()
-    assert v.loc[v["claim"] == "EXP-13", "tcg"].all()           # guests vs this host: TCG-marked
+    assert v.loc[v["claim"] == "NAN-1", "tcg"].all()            # bridged guests vs native: TCG-marked
     assert not v.loc[v["claim"] == "ATI-1", "tcg"].any()
     # a check on emulated guests keeps its value but decides nothing: not testable on this host
     tcg = v[v["tcg"].eq(True)]
@@ -581,3 +581,23 @@ def test_the_rule_settings_the_text_explains_come_from_claims_yaml(tmp_path):
     changed = tmp_path / "claims.yaml"
     changed.write_text(CLAIMS.read_text().replace("at: {knee: 0.2}}", "at: {knee: 0.3}}", 1))
     assert "\\@namedef{hvclaimknee@EXP-10@1}{30\\,\\%}" in claims_tex.rule_macros(claims.load(changed, CLAIMS_MD))
+
+
+def test_a_verdict_on_a_weaker_or_different_quantity_says_so_where_it_rests_on_it():
+    """The audit's judgement of each check reaches the verdict's note and the count of the abstract: a claim
+    that holds counts any weaker or different check; one that does not hold only a failing check of a
+    different quantity (a weaker check is a necessary part of the claim: its failure refutes it)."""
+    rows = [dict(claim="A-1", check=1, claim_verdict="holds", verdict="holds", median=1.0),
+            dict(claim="A-1", check=2, claim_verdict="holds", verdict="holds", median=1.0),
+            dict(claim="B-1", check=1, claim_verdict="does not hold", verdict="does not hold", median=1.0),
+            dict(claim="B-1", check=2, claim_verdict="does not hold", verdict="holds", median=1.0),
+            dict(claim="C-1", check=1, claim_verdict="does not hold", verdict="does not hold", median=1.0),
+            dict(claim="D-1", check=0, claim_verdict="not testable", verdict="not testable", median=float("nan"))]
+    audit = {"x": [{"id": "A-1", "checks": [{"quantity": "own"}, {"quantity": "weaker"}]},
+                   {"id": "B-1", "checks": [{"quantity": "weaker"}, {"quantity": "different"}]},
+                   {"id": "C-1", "checks": [{"quantity": "different"}]}, {"id": "D-1"}]}
+    v = claims_tex.with_audit(pd.DataFrame(rows), audit)
+    assert list(v["audit_quantity"]) == ["own", "weaker", "weaker", "different", "different", ""]
+    got = {c: claims_tex.lesser_quantity(v, c) for c in ("A-1", "B-1", "C-1", "D-1")}
+    assert got == {"A-1": "weaker", "B-1": "", "C-1": "different", "D-1": ""}
+    assert claims_tex.lesser_quantity(v.drop(columns="audit_quantity"), "A-1") == ""

@@ -59,7 +59,7 @@ with open(snakemake.log[0], "w") as log:
     else:
         vs_archive = compare.tex(pd.DataFrame(), verdicts, verdicts, campaign, campaign)
     write_text(snakemake.output.verdicts, verdicts.to_csv(index=False))
-    write_text(snakemake.output.page, claims_tex.verdicts_html(verdicts, snakemake.params.campaign))
+    write_text(snakemake.output.page, claims_tex.verdicts_html(shown, snakemake.params.campaign))
     write_text(snakemake.output.vs_archive, vs_archive)
     write_text(snakemake.output.macros, claims_tex.tex_macros(shown)
                + claims_tex.campaign_hosts_tex(snakemake.input.campaign_hosts) + claims_tex.rule_macros(entries))

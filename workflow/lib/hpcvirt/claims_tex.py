@@ -35,12 +35,19 @@ def with_audit(verdicts: pd.DataFrame, audit: dict[str, list[dict]]) -> pd.DataF
 
 
 def lesser_quantity(verdicts: pd.DataFrame, claim: str) -> str:
-    """``different`` or ``weaker`` when a check of ``claim`` that has a value rests on such a quantity (the
-    audit, :func:`with_audit`), else ""."""
+    """``different`` or ``weaker`` when the verdict of ``claim`` rests on a check of such a quantity (the
+    audit, :func:`with_audit`), else "".  A claim holds when every check holds: any check of a weaker or
+    different quantity counts.  It does not hold when a check fails, and a check of a weaker quantity (a
+    necessary part of the claim) that fails refutes it as well as its own: only a failing check of a
+    different quantity counts."""
     if "audit_quantity" not in verdicts.columns:
         return ""
-    found = set(verdicts.loc[(verdicts["claim"] == claim) & verdicts["median"].notna(), "audit_quantity"])
-    return next((x for x in ("different", "weaker") if x in found), "")
+    rows = verdicts[(verdicts["claim"] == claim) & verdicts["median"].notna()]
+    lesser = ("different", "weaker")
+    if len(rows) and rows["claim_verdict"].iloc[0] == "does not hold":
+        rows, lesser = rows[rows["verdict"] == "does not hold"], ("different",)
+    found = set(rows["audit_quantity"])
+    return next((x for x in lesser if x in found), "")
 
 
 def verdict_note(row, verdicts: pd.DataFrame) -> str:
@@ -251,8 +258,8 @@ def check_sentences(tex_files: list[str | Path], verdicts: pd.DataFrame, archive
 def verdicts_html(verdicts: pd.DataFrame, campaign: str) -> str:
     """The verdicts as a page the HTML report shows (a CSV file it only offers to download): per claim
     and check, the study's statement and reported value, the quantity, its median [CI], the interval's
-    coverage and the threshold, the verdict and why, and how many of the study's campaigns that decide the
-    claim agree."""
+    coverage and the threshold, the verdict and why, how many of the study's campaigns that decide the
+    claim agree, and (with :func:`with_audit`) whether the audit finds the quantity the claim's own."""
     import html
 
     if verdicts.empty:
@@ -267,6 +274,8 @@ def verdicts_html(verdicts: pd.DataFrame, campaign: str) -> str:
         "threshold": verdicts["threshold"], "why": verdicts["reason"].fillna(""),
         "campaigns that agree": [stability_text(r) if "decided" in verdicts else "" for _, r in verdicts.iterrows()],
     })
+    if "audit_quantity" in verdicts.columns:
+        show.insert(show.columns.get_loc("quantity") + 1, "quantity vs the claim's (audit)", verdicts["audit_quantity"])
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Claims of campaign "
             f"{html.escape(campaign)}</title><style>body{{font:13px sans-serif}}table{{border-collapse:collapse}}"
             "td,th{border:1px solid #ccc;padding:3px 5px;vertical-align:top;text-align:left}</style></head><body>\n"

@@ -303,7 +303,7 @@ def draw_sweep(ax_pair, summary: pd.DataFrame, ref: pd.DataFrame, study: str, ro
         ls = lines[lines["metric"] == metric]
         styles = ["--", ":", "-.", (0, (5, 1, 1, 1))]
         ref_handles = []
-        # the studies report a start-up latency (the smallest messages) and a peak bandwidth (the longest):
+        # the studies report a start-up latency (the smallest messages) and a peak bandwidth (long messages):
         # each is drawn over that end of the sizes only, not as a curve across all of them
         what, (x0, x1) = REPORTED_SPAN[metric]
         for k, (_, r) in enumerate(ls.iterrows()):

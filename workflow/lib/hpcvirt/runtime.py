@@ -137,7 +137,8 @@ def container_prefix(runtime: Mapping[str, Any] | None, *, single: bool = False,
             userns = userns_probe(exe, resolve(image))["userns"]
         if userns:
             argv.append("--userns")
-        if not single and rt.get("sharens", kind == "apptainer"):     # (not checked with singularity: off there)
+        # --sharens is Apptainer's (1.1 on): off by default for a SingularityCE (exe singularity)
+        if not single and rt.get("sharens", os.path.basename(exe) != "singularity"):
             argv.append("--sharens")
         binds = [str(b) for b in rt.get("bind", []) or []]
         if binds:

@@ -123,8 +123,8 @@ def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set
                 redrawn = ", ".join(f"\\ref{{fig:{redraw.pdf_name(study, d)}}}" for d in r["redraw"])
                 panels = drawn is None or figure in drawn or any(d.startswith(figure + " ") for d in drawn)
                 if not panels:
-                    return "measured, values not drawn", (f"Fig.~{redrawn} draws the values of its panels; these "
-                                                          f"(compared or stated over panels) are not drawn"
+                    return "measured, values not drawn", (f"Fig.~{redrawn} draws the values of its figure or "
+                                                          f"table; these (compared, or stated over it) are not drawn"
                                                           f"{'; ours in ' + refs if refs else ''}{note}")
                 return "redrawn", (f"Fig.~{redrawn}, its reported values beside ours"
                                    f"{'; in full in ' + refs if refs else ''}{note}")
@@ -183,7 +183,7 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
         name = redraw.pdf_name(study, d)
         tcg = (" Our guests ran under TCG software emulation: their numbers measure the emulator, not a "
                "hypervisor." if tidy is not None and redraw.uses_tcg(d, tidy) else "")
-        span = (" A reported start-up latency is drawn over the smallest sizes, a peak bandwidth over the largest."
+        span = (" A reported start-up latency is drawn over the smallest sizes, a peak bandwidth over the upper ones."
                 if d["layout"] == "sweep" else "")
         out.append("\\begin{figure}[tbp]\n\\centering\n"
                    f"\\includegraphics[width=\\linewidth]{{{name}.pdf}}\n"
