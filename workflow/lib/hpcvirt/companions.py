@@ -12,6 +12,7 @@ import pandas as pd
 from .benchmarks import REGISTRY
 from .labels import (MPI_LABEL, ONE_ROUND, PATH_LABEL, RUNTIME_LABEL, camel, fmt, fmt_bytes, fmt_ci, is_emulated,
                      latex_escape, macro, path_key, path_label, reported)
+from .richter import REPORT_CELLS
 
 #: The point-to-point suites of the container comparison (the MPI ones), in its order: as each declares
 #: its rows (hpcvirt.benchmarks.PointToPoint).
@@ -188,7 +189,8 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
     campaign it measures), not a companion.
 
     Macros: ``\\hvDpCampaign``, ``\\hvDpSource`` (which campaign, in words);
-    ``\\hvRichterCells`` (the mesh), ``\\hvRichterSteps`` (the solver's time
+    ``\\hvRichterCells`` (the mesh), ``\\hvRichterReportPoints`` (the report's grid points,
+    :data:`hpcvirt.richter.REPORT_CELLS`), ``\\hvRichterSteps`` (the solver's time
     steps, median over the set-ups), ``\\hvRichterRounds``
     (the rounds), ``\\hvRichterCoverage`` (the CIs' coverage in
     percent), both over the configurations of two rounds or more, and
@@ -210,6 +212,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
     at_mesh = mine[mine["variant"] == mine["report_variant"]] if "report_variant" in mine else mine
     steps = at_mesh["steps"].median() if "steps" in at_mesh and at_mesh["steps"].notna().any() else None
     out.append(macro("hvRichterSteps", "--" if steps is None else f"{int(round(steps)):,}".replace(",", "{,}")))
+    out.append(macro("hvRichterReportPoints", f"{REPORT_CELLS:,}".replace(",", "{,}")))
     if len(mine):
         # the rounds and coverage of the intervals: over the configurations that have one (two rounds or more)
         single = mine[mine["rounds"] < 2]
@@ -260,7 +263,7 @@ def datapaths_tex(table: pd.DataFrame | None, paths: pd.DataFrame | None = None,
         f"\\caption{{\\citet{{richter2015}}'s Table~1 (OpenFOAM damBreak; left: as reported, wall time $T$, "
         f"speed-up $S = T(\\mathrm{{1a}})/T$, efficiency $E = S/n$) beside this host's counterparts (right; "
         f"campaign \\texttt{{{latex_escape(campaign)}}}): the solver's wall time near the report's mesh size "
-        f"(its 7{{,}}700 grid points read as cells; \\hvRichterSteps{{}} time steps; the report: 1\\,s of simulated time in about 1{{,}}000), "
+        f"(its \\hvRichterReportPoints{{}} grid points read as cells; \\hvRichterSteps{{}} time steps; the report: 1\\,s of simulated time in about 1{{,}}000), "
         f"median [CI] over every round (the report left out its first run; one round: the median alone, "
         f"with no interval); "
         f"$S$ paired by round with the serial run on this host of the same input; $n$ the ranks. Two network "

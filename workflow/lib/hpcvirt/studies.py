@@ -75,6 +75,10 @@ def unit_of(metric: str) -> tuple[str, str]:
     return metric.replace("_", " "), ""
 
 
+def _figure_name(figure_or_table: str) -> str:
+    return re.sub(r"\s*\(col [^)]*\)$", "", figure_or_table)
+
+
 def figures_of(study: str, ref: pd.DataFrame, figs: pd.DataFrame) -> list[tuple[str, str]]:
     """(figure, kind) of the study: its figures without data and the figures
     and tables its values come from.  A figure it reports values from is of
@@ -84,10 +88,6 @@ def figures_of(study: str, ref: pd.DataFrame, figs: pd.DataFrame) -> list[tuple[
     for f in ref.loc[ref["study"] == study, "figure_or_table"]:
         out[_figure_name(f)] = VALUES
     return sorted(out.items())
-
-
-def _figure_name(figure_or_table: str) -> str:
-    return re.sub(r"\s*\(col [^)]*\)$", "", figure_or_table)
 
 
 def drawn_figures(study: str, rmap: dict, ref: pd.DataFrame) -> set[str]:
@@ -107,9 +107,9 @@ def drawn_figures(study: str, rmap: dict, ref: pd.DataFrame) -> set[str]:
 def figure_status(study: str, figure: str, kind: str, rmap: dict, available: set[str],
                   drawn: set[str] | None = None) -> tuple[str, str]:
     """(status, what this paper shows of it) of one of the study's figures or tables; ``drawn``
-    (:func:`drawn_figures`): the ones whose values a redraw draws (a figure whose panels it draws counts); a
-    figure of a redrawn entry whose own values no redraw draws (a comparison of panels, a statement over all of them) is measured, its values
-    not drawn."""
+    (:func:`drawn_figures`): the ones whose values a redraw draws (a figure whose panels it draws counts);
+    a figure of a redrawn entry whose own values no redraw draws (a comparison of panels, a statement over
+    all of them) is measured, its values not drawn."""
     rules = rmap[study]["figures"]
     for key in sorted(rules, key=len, reverse=True):
         if figure.startswith(key):
@@ -183,8 +183,8 @@ def study_tex(study: str, ref: pd.DataFrame, testbeds: pd.DataFrame, figs: pd.Da
         name = redraw.pdf_name(study, d)
         tcg = (" Our guests ran under TCG software emulation: their numbers measure the emulator, not a "
                "hypervisor." if tidy is not None and redraw.uses_tcg(d, tidy) else "")
-        span = (" A reported start-up latency is drawn over the smallest sizes, a peak bandwidth over the upper ones."
-                if d["layout"] == "sweep" else "")
+        span = (" A reported start-up latency is drawn over the smallest sizes, a peak bandwidth over the upper "
+                "ones." if d["layout"] == "sweep" else "")
         out.append("\\begin{figure}[tbp]\n\\centering\n"
                    f"\\includegraphics[width=\\linewidth]{{{name}.pdf}}\n"
                    f"\\caption{{{NAMES[study]}, {tex(fig)} redrawn: {tex(d['title'])}. Grey (dashed lines, "
