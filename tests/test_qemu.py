@@ -21,7 +21,8 @@ import pytest
 from hpcvirt import qemu
 from hpcvirt.config import load_testbed
 from hpcvirt.testbeds import kind
-from hpcvirt.netns import list_netns
+from hpcvirt.measure import STRAYS
+from hpcvirt.netns import TestbedError, list_netns
 from hpcvirt.qemu import (BootTimeout, Cluster, GuestDied, QemuCluster, cleanup,
                           guest_addresses, guest_mac, kernel_cmdline, names, qemu_argv)
 
@@ -350,7 +351,25 @@ def test_commands_share_one_ssh_connection_per_guest(cluster):
 @needs_qemu
 @pytest.mark.parametrize("mpi,exe", [("openmpi", "NPopenmpi"), ("mpich", "NPmpich2")])
 def test_netpipe_across_guests(cluster, mpi, exe):
-    _run_mpi(cluster, mpi, [exe, "-l", "1", "-u", "8192", "-p", "0", "-o", "/root/np.out"], timeout=300)
+    """A NetPIPE sweep across the two guests, under each MPI.  MPICH 4.0's
+    NetPIPE over UCX's TCP transport sometimes hangs in MPI_Finalize after a
+    complete sweep (one rank spinning, the other in the launcher's barrier; under
+    TCG on a 2-core host about 1 run in 12).  The study runs such an experiment
+    again after killing what the hung run left (``retries_after_timeout``); this
+    test does the same, and only for that hang: a run killed before its sweep
+    was complete fails the test, and so do three hangs in a row."""
+    argv = [exe, "-l", "1", "-u", "8192", "-p", "0", "-o", "/root/np.out"]
+    for attempt in range(3):
+        cluster.run(0, "rm -f /root/np.out", timeout=30)
+        try:
+            _run_mpi(cluster, mpi, argv, timeout=120)
+            break
+        except TestbedError as exc:
+            rows = [r.split() for r in cluster.run(0, "cat /root/np.out 2>/dev/null || true",
+                                                   timeout=30).stdout.splitlines()]
+            if not (rows and float(rows[-1][0]) == 8192) or attempt == 2:
+                raise AssertionError(f"attempt {attempt + 1}: {exc}; the sweep's last rows: {rows[-2:]}") from exc
+            cluster.kill_strays(STRAYS + (exe,))
     rows = [r.split() for r in cluster.run(0, "cat /root/np.out", timeout=30).stdout.splitlines()]
     assert rows and float(rows[-1][0]) == 8192 and float(rows[0][2]) > 0
     hosts = _run_mpi(cluster, mpi, ["hostname"], timeout=120).stdout.split()

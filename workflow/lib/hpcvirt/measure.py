@@ -267,8 +267,10 @@ def run_measurement(study: dict, tb: dict, c: Configuration, rep: int, raw_out: 
                 bed.kill_strays(STRAYS + ((Path(exc.program).name,) if exc.program else ()))
 
 
-#: Launchers' and daemons' process names a killed run may leave in guests.
-STRAYS = ("mpirun", "orterun", "orted", "prted", "mpiexec", "mpiexec.hydra", "hydra_pmi_proxy")
+#: Launchers' and daemons' process names a killed run may leave in guests (a launcher started by
+#: a link's name keeps that name: Debian's mpiexec.mpich and mpirun.openmpi).
+STRAYS = ("mpirun", "orterun", "orted", "prted", "mpiexec", "mpiexec.hydra", "hydra_pmi_proxy",
+          "mpiexec.mpich", "mpirun.openmpi", "mpiexec.openmpi")
 
 
 def _in_bed(study: dict, tb: dict, c: Configuration, rep: int, raw_out: str, prov_out: str, bed,
