@@ -37,6 +37,10 @@ def test_every_claim_of_claims_md_has_one_entry():
         assert bool(e.checks) != bool(e.not_testable), e.id
 
 
+def _entry(raw: list, cid: str) -> dict:
+    return next(e for e in raw if e["id"] == cid)
+
+
 @pytest.mark.parametrize("mutate, needle", [
     (lambda c: c[0].update(study="nobody"), "claim EXP-1: study 'nobody'; allowed: exposito2012"),
     (lambda c: c[0].pop("checks"), "claim EXP-1: needs exactly one of checks"),
@@ -49,6 +53,10 @@ def test_every_claim_of_claims_md_has_one_entry():
     (lambda c: c.append(dict(c[1])), "claim EXP-2: duplicate id"),
     (lambda c: c.pop(5), "must match"),
     (lambda c: c[0].update(mapping="guests {vm: here}"), "claim EXP-1: mapping: 'guests {vm: here}': braces only"),
+    (lambda c: _entry(c, "EXP-7").pop("lacks"), "claim EXP-7: lacks None: a claim with not_testable needs lacks, "
+                                                "one of hardware, software, measurement"),
+    (lambda c: _entry(c, "EXP-7").update(lacks="time"), "claim EXP-7: lacks 'time'"),
+    (lambda c: c[0].update(lacks="hardware"), "claim EXP-1: lacks 'hardware': a claim with not_testable"),
 ])
 def test_a_bad_claims_file_names_the_file_claim_and_key(tmp_path, mutate, needle):
     data = yaml.safe_load(CLAIMS.read_text())
@@ -581,6 +589,29 @@ def test_the_rule_settings_the_text_explains_come_from_claims_yaml(tmp_path):
     changed = tmp_path / "claims.yaml"
     changed.write_text(CLAIMS.read_text().replace("at: {knee: 0.2}}", "at: {knee: 0.3}}", 1))
     assert "\\@namedef{hvclaimknee@EXP-10@1}{30\\,\\%}" in claims_tex.rule_macros(claims.load(changed, CLAIMS_MD))
+
+
+def test_the_claims_not_testable_here_are_counted_by_what_they_lack():
+    """The text's split of the claims that cannot be tested here: by what claims.yaml says each lacks
+    (hardware, software, a measurement), and, on a campaign whose guests ran under TCG, those whose checks
+    run in the guests; the parts add up to the claims not testable."""
+    entries = claims.load(CLAIMS, CLAIMS_MD)
+    verdicts = pd.read_csv(ROOT / "data/results" / CAMPAIGN / "verdicts.csv")
+    macros = claims_tex.rule_macros(entries) + claims_tex.tex_macros(verdicts)
+    n = {k: int(v) for k, v in re.findall(r"hvclaimcount@([^}]+)\}\{(\d+)\}", macros)}
+    assert n["lacks-software"] == sum("not part of this artifact" in c.not_testable for c in entries
+                                      if c.not_testable) >= 1
+    assert min(n["lacks-hardware"], n["lacks-measurement"], n["not testable-tcg"]) >= 1
+    assert (n["lacks-hardware"] + n["lacks-software"] + n["lacks-measurement"] + n["not testable-tcg"]
+            == n["not testable"])
+    # the README's counts are claims.yaml's
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    said = re.search(r"`hardware`, (\d+) claims; `software` the artifact does not include, (\d+); "
+                     r"a `measurement`, (\d+),", readme)
+    assert said and [int(x) for x in said.groups()] == [n[f"lacks-{w}"] for w in claims.LACKS]
+    # with KVM (no check on emulated guests) the guests decide: none is left out for the emulator
+    kvm = verdicts[verdicts["check"] == 0]
+    assert "hvclaimcount@not testable-tcg}{0}" in claims_tex.tex_macros(kvm)
 
 
 def test_a_verdict_on_a_weaker_or_different_quantity_says_so_where_it_rests_on_it():

@@ -2,7 +2,8 @@
 
 ``data/reference/claims.yaml`` holds one entry per claim of
 ``data/reference/claims.md`` (same ids).  An entry either says why the claim
-cannot be tested on this project's testbeds (``not_testable``), or lists
+cannot be tested on this project's testbeds (``not_testable``, with what it
+lacks: ``lacks``, one of :data:`LACKS`), or lists
 ``checks``: each check computes one quantity from the campaign's tidy rows
 and compares it with a threshold::
 
@@ -74,6 +75,10 @@ STUDIES = ("exposito2012", "nanos2010", "atif2016", "ramakrishnan2011", "richter
 AUTHORS = {"exposito2012": "Exp\\'osito et al.", "nanos2010": "Nanos et al.", "atif2016": "Atif et al.",
            "ramakrishnan2011": "Ramakrishnan et al.", "richter2015": "Richter et al."}
 CHECK_KINDS = ("value", "ratio", "difference", "spread")
+#: What a claim that cannot be tested here lacks (``lacks``, beside ``not_testable``): hardware or
+#: scale one small host does not have (cores, nodes, RDMA, KVM, a cloud stack), software the artifact
+#: does not include, or a measurement (the study states or cites it without measuring it).
+LACKS = ("hardware", "software", "measurement")
 CACHES = ("L1d", "L2", "L3")
 ID_RE = re.compile(r"^\| ((?:EXP|NAN|ATI|RAM|RIC)-\d+) \|", re.M)
 
@@ -91,6 +96,7 @@ class Claim:
     mapping: str
     checks: tuple
     not_testable: str | None
+    lacks: str | None = None
 
 
 def _fail(path, where: str, msg: str):
@@ -118,10 +124,10 @@ def load(path: str | Path, claims_md: str | Path | None = None) -> list[Claim]:
         if cid in seen:
             _fail(path, where, "duplicate id")
         seen.add(cid)
-        unknown = set(e) - {"id", "study", "statement", "reported", "mapping", "checks", "not_testable"}
+        unknown = set(e) - {"id", "study", "statement", "reported", "mapping", "checks", "not_testable", "lacks"}
         if unknown:
             _fail(path, where, f"unknown keys {sorted(unknown)}; allowed: id, study, statement, reported, mapping, "
-                               "checks, not_testable")
+                               "checks, not_testable, lacks")
         if e.get("study") not in STUDIES:
             _fail(path, where, f"study {e.get('study')!r}; allowed: {', '.join(STUDIES)}")
         for k in ("statement", "reported"):
@@ -132,6 +138,9 @@ def load(path: str | Path, claims_md: str | Path | None = None) -> list[Claim]:
             _fail(path, where, "needs exactly one of checks (a list) or not_testable (the reason)")
         if nt is not None and not isinstance(nt, str):
             _fail(path, where, "not_testable must be the reason, a string")
+        if (nt is None) != ("lacks" not in e) or (nt is not None and e["lacks"] not in LACKS):
+            _fail(path, where, f"lacks {e.get('lacks')!r}: a claim with not_testable needs lacks, one of "
+                               f"{', '.join(LACKS)} (and a claim with checks has none)")
         checks = tuple(_check(path, f"{where}, check {j + 1}", c) for j, c in enumerate(e.get("checks") or []))
         if has_checks and not isinstance(e.get("mapping"), str):
             _fail(path, where, "a tested claim needs mapping: which of our testbeds stand for the study's")
@@ -139,7 +148,7 @@ def load(path: str | Path, claims_md: str | Path | None = None) -> list[Claim]:
             if why := accel_text_error(e.get(k)):
                 _fail(path, where, f"{k}: {why}")
         out.append(Claim(cid, e["study"], e["statement"].strip(), e["reported"].strip(),
-                         (e.get("mapping") or "").strip(), checks, nt))
+                         (e.get("mapping") or "").strip(), checks, nt, e.get("lacks")))
     if claims_md is not None:
         ids = set(ID_RE.findall(Path(claims_md).read_text()))
         missing, extra = sorted(ids - seen, key=_order), sorted(seen - ids, key=_order)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .claims import AUTHORS, MIN_COVERAGE, STUDIES, VERDICTS, counts, deciding, stability_text
+from .claims import AUTHORS, LACKS, MIN_COVERAGE, STUDIES, VERDICTS, counts, deciding, stability_text
 from .labels import fmt_ci, fmt_g, fmt_measured, one_round, tex
 
 
@@ -69,10 +69,14 @@ def rule_macros(entries) -> str:
     """The settings of the claims' rules the text explains, from ``claims.yaml`` (``entries``:
     :func:`hpcvirt.claims.load`): for a check that places a knee, ``\\claimknee{ID}{check}`` (how far
     below its best so far the curve must fall, in percent) and ``\\claimreach{ID}{check}`` (where
-    the sweep must reach: the rule's upper bound, in the check's unit)."""
+    the sweep must reach: the rule's upper bound, in the check's unit); for each of
+    :data:`hpcvirt.claims.LACKS`, ``\\claimcount{lacks-hardware}`` (…): how many claims cannot be
+    tested here for want of it."""
     import numpy as np
 
     out = ["\\makeatletter\n"]
+    for what in LACKS:
+        out.append(f"\\@namedef{{hvclaimcount@lacks-{what}}}{{{sum(c.lacks == what for c in entries)}}}\n")
     for c in entries:
         for j, chk in enumerate(c.checks, 1):
             at = chk["selectors"][0].get("at") if chk["selectors"] else None
@@ -102,6 +106,9 @@ def tex_macros(verdicts: pd.DataFrame) -> str:
         n = int(counts_t[v].sum()) if v in counts_t else 0
         out.append(f"\\@namedef{{hvclaimcount@{v}}}{{{n}}}\n")
     out.append(f"\\@namedef{{hvclaimcount@all}}{{{verdicts['claim'].nunique()}}}\n")
+    # the claims not testable here because a check's rows come from guests under TCG (with KVM, none)
+    guests = verdicts.loc[(verdicts["claim_verdict"] == "not testable") & (verdicts["check"] > 0), "claim"]
+    out.append(f"\\@namedef{{hvclaimcount@not testable-tcg}}{{{guests.nunique()}}}\n")
     holding = verdicts.loc[verdicts["claim_verdict"] == "holds", "claim"].unique()
     # the claims that hold on a check of a weaker or different quantity than the claim's (the audit)
     out.append(f"\\@namedef{{hvclaimcount@holds-lesser}}"
