@@ -613,6 +613,17 @@ def test_the_jobs_after_the_measurements_go_where_the_sites_measurements_went():
     assert post_resources(list(two.values())) == {"slurm_partition": "local"}
 
 
+@pytest.mark.parametrize("text, minutes", [("infinite", float("inf")), ("UNLIMITED", float("inf")), ("45", 45),
+                                           ("30:00", 30), ("2:00:00", 120), ("1-00:00:00", 1440), ("1-12", 2160),
+                                           ("2-03:04", 3064), ("0:59", 0)])
+def test_a_partitions_time_limit_is_read_as_sinfo_prints_it(text, minutes):
+    from hpcvirt.slurm import limit_minutes
+
+    assert limit_minutes(text) == minutes
+    with pytest.raises(ValueError, match="not a Slurm time limit"):
+        limit_minutes("1 day")
+
+
 def test_the_dry_run_says_how_long_a_sites_measurements_ask_for_in_all():
     from hpcvirt.matrix import all_raw_paths
     from hpcvirt.slurm import absent_paths, allocation_note

@@ -8,6 +8,7 @@ Snakemake Slurm executor) is only installed when that path is free.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -123,6 +124,31 @@ def test_env_prints_slurm_conf(cluster):
 def test_node_idle_in_default_partition(cluster):
     out = run(["sinfo", "-h", "-o", "%P %t %D"], cluster.env, timeout=30, check=True)
     assert out.stdout.split() == ["local*", "idle", "1"]
+
+
+def test_the_dry_run_reads_the_partitions_time_limit(cluster, monkeypatch):
+    """What K of group-components a site's partition allows: its time limit as sinfo reports it."""
+    from hpcvirt import slurm
+
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    assert slurm.partition_limit("local") == slurm.partition_limit(None) == math.inf      # MaxTime=INFINITE
+    assert slurm.partition_limit("nosuch") is None
+    tb = {"name": "s", "executor": "slurm", "nodes": 1, "slurm": {"partition": "local", "runtime_min": 20}}
+    update = ["scontrol", "update", "PartitionName=local"]
+    run([*update, "MaxTime=90"], cluster.env, check=True)
+    try:
+        assert slurm.partition_limit("local") == 90
+        note = slurm.allocation_note({"s": tb}, ["data/raw/c/s/x/rep-1.out"] * 3)
+        assert note == ["s: 3 measurements under Slurm, 20 min each (slurm.runtime_min), 1.0 h in all; "
+                        "group-components s.n1=K puts K of them in one allocation of -t K x 20 min (the "
+                        "partition's time limit, 90 min (sinfo), allows K up to 4; without an entry each is an "
+                        "allocation of its own)"]
+        tb["slurm"]["runtime_min"] = 120
+        below = slurm.allocation_note({"s": tb}, ["data/raw/c/s/x/rep-1.out"])[0]
+        assert ("the partition's time limit, 90 min (sinfo), is below one measurement's: "
+                "lower slurm.runtime_min") in below
+    finally:
+        run([*update, "MaxTime=INFINITE"], cluster.env, check=True)
 
 
 def test_daemons_listen_on_loopback_only(cluster):

@@ -40,7 +40,10 @@ group; ``--group-components <group>=N`` puts N of them into one allocation
 
 from __future__ import annotations
 
+import math
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from .benchmarks import REGISTRY
@@ -128,10 +131,15 @@ def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
         if tb.get("executor") != "slurm" or not n:
             continue
         minutes, grp = int(tb.get("slurm", {}).get("runtime_min", 30)), group(tb)
+        limit = partition_limit(tb.get("slurm", {}).get("partition"))
+        fits = ("choose K for the partition's time limit" if limit is None
+                else "the partition has no time limit (sinfo)" if math.isinf(limit)
+                else f"the partition's time limit, {limit} min (sinfo), allows K up to {limit // minutes}"
+                if limit >= minutes else
+                f"the partition's time limit, {limit} min (sinfo), is below one measurement's: lower slurm.runtime_min")
         out.append(f"{name}: {n} measurements under Slurm, {minutes} min each (slurm.runtime_min), "
                    f"{n * minutes / 60:.1f} h in all; group-components {grp}=K puts K of them in one allocation "
-                   f"of -t K x {minutes} min (choose K for the partition's time limit; without an entry each is "
-                   "an allocation of its own)")
+                   f"of -t K x {minutes} min ({fits}; without an entry each is an allocation of its own)")
         absent = absent_paths(tb)
         if absent:
             out.append(f"{name}: {len(absent)} path{'s' if len(absent) > 1 else ''} of its testbed file "
@@ -140,6 +148,44 @@ def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
                        + " (replace the placeholders; a measurement whose binary the nodes lack fails there, "
                        "after its wait in the queue)")
     return out
+
+
+def limit_minutes(text: str) -> float:
+    """Minutes of a Slurm time limit as ``sinfo -o %l`` prints it (``infinite``, ``30:00``,
+    ``2:00:00``, ``1-12:00:00``; whole minutes, seconds dropped); ``inf`` without a limit."""
+    t = text.strip().lower()
+    if t in ("infinite", "unlimited"):
+        return math.inf
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t)
+    if not m:
+        raise ValueError(f"not a Slurm time limit: {text!r}")
+    days, a, b, c = (int(x) if x else 0 for x in m.groups())
+    if m.group(1):                      # days-hours[:minutes[:seconds]]
+        return days * 1440 + a * 60 + b
+    if m.group(4):                      # hours:minutes:seconds
+        return a * 60 + b
+    return a                            # minutes[:seconds]
+
+
+def partition_limit(partition: str | None) -> float | None:
+    """The time limit (minutes, ``inf`` for none) of ``partition`` (None: the cluster's default one) as
+    ``sinfo`` on this machine reports it; None where it cannot tell (no ``sinfo``, no controller, no
+    such partition)."""
+    if not shutil.which("sinfo"):
+        return None
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P %l"], capture_output=True, text=True, timeout=10,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        name, _, limit = line.strip().partition(" ")
+        if (name.rstrip("*") == partition) if partition else name.endswith("*"):
+            try:
+                return limit_minutes(limit)
+            except ValueError:
+                return None
+    return None
 
 
 def absent_paths(tb: dict) -> list[str]:
