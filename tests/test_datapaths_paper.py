@@ -198,6 +198,13 @@ def test_the_archived_data_path_campaigns_are_committed_and_define_the_sections_
         assert "guests (TCG) & vm &" in tex and "whose numbers measure the emulator" in tex
     else:
         assert "(TCG)" not in tex
+    # the caption explains an MPI peak above a link's rate limit only where the table shows one
+    paths = datapath_table(tidy)
+    limited = paths[paths["link"].astype(str).str.startswith("rate ")]
+    burst = "peak over a limited link is above the limit"
+    assert (burst in tex) == bool(len(limited)) and len(limited.dropna(subset=["netpipe_openmpi_bw"])) > 0
+    capped = paths.assign(netpipe_openmpi_bw=paths["netpipe_openmpi_bw"].where(~paths.index.isin(limited.index), 0.5))
+    assert burst not in datapaths_tex(None, capped, campaign=name)
 
 
 def test_the_guests_run_their_own_input_and_are_paired_with_this_host_on_it():

@@ -197,6 +197,10 @@ def test_a_value_of_one_round_prints_its_median_alone_in_the_tables_and_the_clai
     assert claims_tex.value_text(one).endswith("(one round)") and "[" not in claims_tex.value_text(one)
     many = claims[(claims["n"] >= 2) & claims["median"].notna()].iloc[0]
     assert "[" in claims_tex.value_text(many)
+    # a multiple of a size: "times" in LaTeX, the unit as written in plain text
+    size = dict(many, unit="x L3/4")
+    assert claims_tex.value_text(size).endswith("] $\\times$ L3/4")
+    assert claims_tex.value_text(size, unit=str).endswith("] x L3/4")
 
 
 def test_a_quick_look_against_the_archive_prints_no_interval_of_its_one_round():

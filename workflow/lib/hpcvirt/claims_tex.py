@@ -19,8 +19,10 @@ def value_text(r, unit=tex) -> str:
     has no interval.  ``unit`` writes the unit (LaTeX; ``str`` for plain text)."""
     one = one_round(r.get("n"))
     u = r["unit"] if isinstance(r["unit"], str) else ""
+    # a multiple of a size ("x L3/4") reads as one in LaTeX ("$\\times$ L3/4")
+    written = "$\\times$ " + unit(u[2:]) if unit is tex and u.startswith("x ") else unit(u)
     return (f"{fmt_ci(r['median'], r['ci_low'], r['ci_high'], r.get('n'), fmt_measured)}"
-            f"{(' ' + unit(u)) if u else ''}{' (one round)' if one else ''}")
+            f"{(' ' + written) if u else ''}{' (one round)' if one else ''}")
 
 
 def with_audit(verdicts: pd.DataFrame, audit: dict[str, list[dict]]) -> pd.DataFrame:
