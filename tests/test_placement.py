@@ -174,6 +174,18 @@ def test_host_binary_is_compiled_on_first_use_and_after_source_changes(tmp_path,
     os.utime(src, ns=(mtime + 10**9, mtime + 10**9))
     ensure_binary(tbs["bridge"], c)
     assert out.stat().st_mtime_ns > mtime  # rebuilt after the source changed
+    # and after the MPI's compiler wrapper changed (a site's named after a first build with Debian's)
+    os.utime(src, ns=(out.stat().st_mtime_ns - 10**9,) * 2)       # the source older than the binary again
+    assert first["cc"] == "mpicc.openmpi" and (out.parent / "advect-openmpi.cc").read_text() == "mpicc.openmpi"
+    site = tmp_path / "site-mpicc"
+    site.write_text("#!/bin/sh\nexec mpicc.openmpi \"$@\"\n")
+    site.chmod(0o755)
+    monkeypatch.setenv("HPCVIRT_MPICC_OPENMPI", str(site))
+    mtime = out.stat().st_mtime_ns
+    assert ensure_binary(tbs["bridge"], c)["cc"] == str(site) and out.stat().st_mtime_ns > mtime
+    mtime = out.stat().st_mtime_ns
+    ensure_binary(tbs["bridge"], c)
+    assert out.stat().st_mtime_ns == mtime      # the same wrapper: reused
     # guests bring their own build; packaged benchmarks are only named
     assert ensure_binary(tbs["vm"], in_guests) == {"path": "/usr/local/bin/hpcvirt-advect-openmpi"}
     pp = next(x for x in matrix.configurations(study) if x.benchmark == "netpipe" and x.testbed == "local")

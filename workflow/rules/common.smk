@@ -114,6 +114,14 @@ if STUDY["skipped"]:
 for _line in emulated_note(STUDY) + kvm.kvm_note(TESTBEDS):
     print(f"hpcvirt: {_line}", file=sys.stderr)
 CONFIGURATIONS = matrix.configurations(STUDY)
+# A Slurm testbed's allocation shape (hpcvirt.slurm.allocation) fails here, naming its file, when
+# a configuration puts more ranks on one node than the testbed's ranks_per_node.
+for _name in STUDY["testbeds"]:
+    if TESTBEDS[_name].get("executor") == "slurm":
+        try:
+            slurm.allocation(TESTBEDS[_name], CONFIGURATIONS)
+        except ValueError as exc:
+            raise WorkflowError(f"config/testbeds/{_name}.yaml: {exc}") from None
 PRIORITIES = matrix.priorities(STUDY)
 # The raw outputs the study asks for and the campaign lacks (a new campaign;
 # or an existing one that the study has grown: a repetition, experiment or

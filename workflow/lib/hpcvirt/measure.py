@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import apptainer, paths, provenance
-from .atomic import publish, write_json
+from .atomic import publish, write_json, write_text
 from .benchmarks import REGISTRY, Compiled, PinnedSource
 from .build import BuildError, ensure as ensure_build, in_guest, project_build
 from .image import record as image_record
@@ -147,12 +147,17 @@ def ensure_binary(tb: dict, c: Configuration) -> dict | None:
     if not m:
         return {"path": binary}
     out, script, src = Path(binary), Path(bench.build.script), Path(bench.build.source)
-    if not out.exists() or out.stat().st_mtime < max(src.stat().st_mtime, script.stat().st_mtime):
-        cp = subprocess.run([f"./{script}", m.group(1), str(out)], capture_output=True, text=True, timeout=300)
+    # the compiler wrapper the build script takes (a site's, or Debian's): a binary built with another is rebuilt
+    mpi, built_with = m.group(1), out.with_name(out.name + ".cc")
+    wrapper = os.environ.get(f"HPCVIRT_MPICC_{mpi.upper()}") or f"mpicc.{mpi}"
+    if (not out.exists() or out.stat().st_mtime < max(src.stat().st_mtime, script.stat().st_mtime)
+            or not built_with.exists() or built_with.read_text() != wrapper):
+        cp = subprocess.run([f"./{script}", mpi, str(out)], capture_output=True, text=True, timeout=300)
         if cp.returncode != 0:
             raise MeasurementError(f"could not build {bench.name} ({binary}):\n{cp.stderr[-2000:]}")
         print(cp.stdout.strip(), file=sys.stderr)
-    return {"path": binary, "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+        write_text(built_with, wrapper)
+    return {"path": binary, "sha256": hashlib.sha256(out.read_bytes()).hexdigest(), "cc": wrapper}
 
 
 def record_testbed(campaign: str, tb: dict) -> None:

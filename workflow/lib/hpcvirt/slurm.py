@@ -143,8 +143,7 @@ def allocation_note(testbeds: dict[str, dict], missing: list[str]) -> list[str]:
         absent = absent_paths(tb)
         if absent:
             out.append(f"{name}: {len(absent)} path{'s' if len(absent) > 1 else ''} of its testbed file "
-                       f"{'are' if len(absent) > 1 else 'is'} not on this machine: " + "; ".join(absent[:3])
-                       + (f"; and {len(absent) - 3} more" if len(absent) > 3 else "")
+                       f"{'are' if len(absent) > 1 else 'is'} not on this machine: " + "; ".join(absent)
                        + " (replace the placeholders; a measurement whose binary the nodes lack fails there, "
                        "after its wait in the queue)")
     return out
