@@ -114,12 +114,14 @@ if STUDY["skipped"]:
 for _line in emulated_note(STUDY) + kvm.kvm_note(TESTBEDS):
     print(f"hpcvirt: {_line}", file=sys.stderr)
 CONFIGURATIONS = matrix.configurations(STUDY)
-# A Slurm testbed's allocation shape (hpcvirt.slurm.allocation) fails here, naming its file, when
-# a configuration puts more ranks on one node than the testbed's ranks_per_node.
+# The sbatch resources of each testbed's measurements (hpcvirt.slurm.resources), kept for the
+# rules; a Slurm testbed's fail here, naming its file, when a configuration puts more ranks on
+# one node than the testbed's ranks_per_node.
+_SLURM = {}
 for _name in STUDY["testbeds"]:
     if TESTBEDS[_name].get("executor") == "slurm":
         try:
-            slurm.allocation(TESTBEDS[_name], CONFIGURATIONS)
+            _SLURM[_name] = slurm.resources(TESTBEDS[_name], CONFIGURATIONS)
         except ValueError as exc:
             raise WorkflowError(f"config/testbeds/{_name}.yaml: {exc}") from None
 PRIORITIES = matrix.priorities(STUDY)
@@ -308,9 +310,6 @@ def _testbed(wildcards):
 def measurement_group(wildcards):
     """Slurm: the measurements of a testbed share one allocation (see hpcvirt.slurm)."""
     return slurm.group(_testbed(wildcards))
-
-
-_SLURM = {}
 
 
 def measurement_slurm(key):
